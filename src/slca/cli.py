@@ -1,0 +1,170 @@
+"""The `slca` command: one sub-command per pipeline stage, plus tools.
+
+    slca synthesize                 # data/{train,val,test}.jsonl, validated
+    slca calibrate                  # reports/calibration.json
+    slca sft                        # models/sft
+    slca train --estimator slca --seed 0
+    slca evaluate --estimator slca --seed 0
+    slca compare                    # reports/comparison.md
+    slca bfcl score --category simple_python --results R.jsonl --out V.jsonl
+    slca pipeline                   # parent MLflow run + `dvc repro`
+
+Every stage reads `params.yaml` (or `--params`). Errors a user can cause end in one line on
+stderr and exit code 2; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from slca.config import Params, ParamsError, load_params
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+
+ParamsOption = Annotated[Path, typer.Option("--params", "-p", help="Parameters file (YAML).")]
+
+
+class UserError(Exception):
+    """Marker base: any exception class whose instances are user-caused gets registered here."""
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types whose message is meant for the user (one line, exit 2)."""
+    types: list[type[BaseException]] = [ParamsError, UserError, FileNotFoundError]
+    from slca.tracking import TrackingError
+
+    types.append(TrackingError)
+    for module, name in (
+        ("slca.data.expectations", "DataValidationError"),
+        ("slca.eval.bfcl.cli", "ResultsFileError"),
+    ):
+        try:
+            mod = __import__(module, fromlist=[name])
+            types.append(getattr(mod, name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(types)
+
+
+def _run_stage(fn: Callable[[Params], Any], params_path: Path) -> Any:
+    try:
+        params = load_params(params_path)
+        return fn(params)
+    except _user_error_types() as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def synthesize(params: ParamsOption = Path("params.yaml")) -> None:
+    """Synthesize train/val/test tasks with the real executors and validate them."""
+    from slca.data.stage import run_synthesize
+
+    summary = _run_stage(run_synthesize, params)
+    typer.echo(f"synthesized {summary}")
+
+
+@app.command("validate-data")
+def validate_data(
+    data_dir: Annotated[Path, typer.Option(help="Directory holding train/val/test.jsonl.")] = Path("data"),
+) -> None:
+    """Run the great-expectations suite over existing data files."""
+    from slca.data.stage import validate_files
+
+    _run_stage(lambda _params: validate_files(data_dir), Path(os.devnull))
+    typer.echo(f"{data_dir}: all expectations met")
+
+
+@app.command()
+def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
+    """Calibrate the tool simulator against the real executors."""
+    from slca.simulator.calibration import run_calibrate
+
+    report = _run_stage(run_calibrate, params)
+    heldout = report.get("heldout", {}) if isinstance(report, dict) else {}
+    typer.echo(f"calibration held-out: {heldout}")
+
+
+@app.command()
+def sft(params: ParamsOption = Path("params.yaml")) -> None:
+    """SFT warm-up of the policy on gold trajectories."""
+    from slca.train.sft import run_sft
+
+    _run_stage(run_sft, params)
+
+
+@app.command()
+def train(
+    estimator: Annotated[str, typer.Option(help="Advantage estimator: slca, grpo, toolpo or rltr.")] = "slca",
+    seed: Annotated[int, typer.Option(help="Training seed.")] = 0,
+    params: ParamsOption = Path("params.yaml"),
+) -> None:
+    """SLCA-GRPO (or baseline) training of the SFT policy."""
+    from slca.train.train_stage import run_train
+
+    _run_stage(lambda p: run_train(p, estimator, seed), params)
+
+
+@app.command()
+def evaluate(
+    estimator: Annotated[str, typer.Option(help="Estimator of the run to evaluate.")] = "slca",
+    seed: Annotated[int, typer.Option(help="Seed of the run to evaluate.")] = 0,
+    params: ParamsOption = Path("params.yaml"),
+) -> None:
+    """Evaluate one trained run: in-domain, BFCL, tau2-bench."""
+    from slca.eval.stage import run_evaluate
+
+    _run_stage(lambda p: run_evaluate(p, estimator, seed), params)
+
+
+@app.command()
+def compare(params: ParamsOption = Path("params.yaml")) -> None:
+    """Compare all evaluated runs: reports/comparison.md and plots."""
+    from slca.eval.compare import run_compare
+
+    _run_stage(run_compare, params)
+
+
+@app.command()
+def pipeline(
+    params: ParamsOption = Path("params.yaml"),
+    force: Annotated[bool, typer.Option(help="Re-run every stage (dvc repro --force).")] = False,
+) -> None:
+    """Open the parent MLflow run and reproduce the DVC pipeline under it."""
+    from slca.tracking import pipeline_run
+
+    def _repro(p: Params) -> None:
+        with pipeline_run(p):
+            command = [str(Path(sys.executable).with_name("dvc")), "repro"] + (["--force"] if force else [])
+            code = subprocess.call(command)
+            if code:
+                raise UserError(f"dvc repro failed with exit code {code}; see the stage output above")
+
+    _run_stage(_repro, params)
+
+
+def _mount_subapps() -> None:
+    try:
+        from slca.eval.bfcl.cli import bfcl_app
+    except ImportError:
+        return
+    app.add_typer(bfcl_app, name="bfcl", help="BFCL v4: score result files with the AST checker.")
+
+
+_mount_subapps()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Typed parameters: `params.yaml` mirrored as strict, frozen pydantic models.
+
+`params.yaml` is the single source of every knob; each field here carries its default and a
+one-line help text. A typo in a key, a wrong type or a malformed file is a `ParamsError` whose
+message names the file and the key path (the CLI turns it into exit code 2).
+
+    from slca.config import load_params
+    params = load_params("params.yaml")
+    params.train.num_generations
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+DEFAULT_PARAMS_PATH = Path("params.yaml")
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be used; the message is one line naming file and key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+
+class ProjectParams(Section):
+    seed: int = Field(0, description="Global seed; every stage derives its own seeds from it.")
+    experiment: str = Field("slca", description="MLflow experiment name.")
+    tracking_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI; null = SQLite file mlflow.db in the repo. "
+        "MLFLOW_TRACKING_URI in the environment wins over this.",
+    )
+
+
+class KindMix(Section):
+    single: float = Field(0.3, ge=0, description="Share of single-call tasks.")
+    parallel: float = Field(0.2, ge=0, description="Share of parallel tasks (same tool, several argument sets).")
+    multiple: float = Field(0.2, ge=0, description="Share of tasks with distractor tools offered.")
+    multi_step: float = Field(0.2, ge=0, description="Share of tasks where a later call needs an earlier output.")
+    no_call: float = Field(0.1, ge=0, description="Share of tasks nothing in the toolset answers.")
+
+
+class DataParams(Section):
+    out_dir: str = Field("data", description="Where the synthesized splits are written.")
+    world_seed: int = Field(7, description="Seed of the tool world state the gold calls run against.")
+    n_train: int = Field(3000, ge=1, description="Number of train tasks.")
+    n_val: int = Field(300, ge=1, description="Number of validation tasks.")
+    n_test: int = Field(300, ge=1, description="Number of test tasks.")
+    kind_mix: KindMix = Field(default_factory=KindMix, description="Task-kind proportions.")
+    heldout_template_fraction: float = Field(
+        0.25, gt=0, lt=1, description="Share of phrasing templates reserved for the test split."
+    )
+    heldout_entity_fraction: float = Field(
+        0.25, gt=0, lt=1, description="Share of entities (cities, products, …) reserved for the test split."
+    )
+    n_distractors: int = Field(3, ge=0, description="Extra tools offered besides the needed ones.")
+    max_prompt_chars: int = Field(8000, ge=100, description="Upper bound on a row's rendered prompt length.")
+
+
+class ToolRewardWeights(Section):
+    fmt: float = Field(0.10, description="Weight of well-formed <tool_call> blocks.")
+    name: float = Field(0.25, description="Weight of tool-name multiset F1.")
+    key: float = Field(0.15, description="Weight of argument-key Jaccard.")
+    value: float = Field(0.20, description="Weight of loosely-equal argument values.")
+    parallel: float = Field(0.30, description="Weight of the first-step call count matching gold.")
+
+
+class RuleJudgeParams(Section):
+    faithfulness: float = Field(0.4, ge=0, description="Weight of stated facts found in tool responses.")
+    coverage: float = Field(0.4, ge=0, description="Weight of reference facts the summary states.")
+    concision: float = Field(0.2, ge=0, description="Weight of staying under max_chars.")
+    max_chars: int = Field(400, ge=10, description="Summary length above which concision decays.")
+
+
+class EndpointParams(Section):
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible API base URL.")
+    model: str = Field("local", description="Model name sent to the endpoint.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout in seconds.")
+    retries: int = Field(2, ge=0, description="Retries after a failed request.")
+    max_concurrency: int = Field(4, ge=1, description="Concurrent requests at most.")
+
+
+class RewardParams(Section):
+    tool_weights: ToolRewardWeights = Field(default_factory=ToolRewardWeights, description="R_tool component weights.")
+    no_call_penalty: float = Field(-0.5, description="Total reward when gold needs a call and none was made.")
+    judge: Literal["rule", "embedding", "llm"] = Field("rule", description="Summary (preference) judge backend.")
+    rule: RuleJudgeParams = Field(default_factory=RuleJudgeParams, description="Rule-based judge knobs.")
+    llm_judge: EndpointParams = Field(default_factory=EndpointParams, description="LLM judge endpoint.")
+    min_summary_chars: int = Field(10, ge=0, description="Summaries shorter than this score 0.")
+
+
+class CreditParams(Section):
+    scale_std: bool = Field(True, description="Divide by the group std (off = mean-only, Dr.GRPO style).")
+    tool_weight: float = Field(1.0, description="lambda_tool: weight on the tool-segment advantage.")
+    summary_weight: float = Field(1.0, description="lambda_sum: weight on the summary-segment advantage.")
+    truncated_tool_call_as_tool: bool = Field(
+        True, description="Label a rollout cut right after a tool call as tool, not summary."
+    )
+
+
+class SimulatorParams(Section):
+    backend: Literal["schema", "llm", "real"] = Field("schema", description="Backend answering tool calls in training.")
+    llm: EndpointParams = Field(default_factory=EndpointParams, description="Endpoint of the llm backend.")
+    cache_path: str = Field("data/sim_cache.sqlite", description="Persistent cache of llm-backend responses.")
+
+
+class CalibrationParams(Section):
+    n_calls: int = Field(400, ge=10, description="Gold calls drawn from the validation split.")
+    perturbations_per_call: int = Field(2, ge=0, description="Systematic perturbations added per gold call.")
+    heldout_fraction: float = Field(0.5, gt=0, lt=1, description="Share of the calibration set kept for the check.")
+    report_path: str = Field("reports/calibration.json", description="Where the calibration report goes.")
+
+
+class TinyModelParams(Section):
+    hidden_size: int = Field(128, ge=8, description="Hidden width of the tiny Qwen2 policy.")
+    num_hidden_layers: int = Field(4, ge=1, description="Transformer layers.")
+    num_attention_heads: int = Field(4, ge=1, description="Attention heads.")
+    num_key_value_heads: int = Field(2, ge=1, description="Key/value heads (GQA).")
+    intermediate_size: int = Field(384, ge=8, description="MLP width.")
+    vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
+    max_position_embeddings: int = Field(2048, ge=64, description="Longest sequence the model can see.")
+
+
+class LoraParams(Section):
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    r: int = Field(16, ge=1, description="LoRA rank.")
+    alpha: int = Field(32, ge=1, description="LoRA alpha.")
+    dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
+
+
+class PolicyParams(Section):
+    model_path: str | None = Field(None, description="Hugging Face causal-LM path; null = embedded tiny model.")
+    tiny: TinyModelParams = Field(default_factory=TinyModelParams, description="Size of the embedded tiny model.")
+    lora: LoraParams = Field(default_factory=LoraParams, description="Optional LoRA fine-tuning.")
+
+
+class SftParams(Section):
+    out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
+    max_steps: int = Field(300, ge=1, description="Optimizer steps of the warm-up.")
+    learning_rate: float = Field(1e-3, gt=0, description="Peak learning rate.")
+    batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
+    max_length: int = Field(768, ge=32, description="Token length cap of an SFT example.")
+    n_examples: int = Field(2000, ge=1, description="Train tasks used for the warm-up.")
+
+
+class TrainParams(Section):
+    out_dir: str = Field("models", description="Runs are saved under <out_dir>/<estimator>-s<seed>.")
+    estimators: list[str] = Field(["slca", "grpo"], description="Estimators trained by the train stage.")
+    seeds: list[int] = Field([0], description="Seeds trained per estimator.")
+    max_steps: int = Field(30, ge=1, description="Optimizer steps per run.")
+    num_generations: int = Field(4, ge=2, description="Group size G: rollouts per prompt.")
+    prompts_per_step: int = Field(4, ge=1, description="Prompts per optimizer step.")
+    learning_rate: float = Field(5e-5, gt=0, description="Learning rate.")
+    beta: float = Field(0.001, ge=0, description="KL coefficient to the reference policy.")
+    max_completion_length: int = Field(192, ge=8, description="Token cap of one generated assistant turn.")
+    max_tool_turns: int = Field(3, ge=1, description="Tool-calling iterations per rollout at most.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
+    checkpoint_every: int = Field(10, ge=1, description="Save a checkpoint every N steps.")
+    sample_every: int = Field(10, ge=1, description="Log a sample of rollouts with advantages every N steps.")
+    use_vllm: bool = Field(False, description="Generate rollouts with vLLM (GPU machines only).")
+    vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
+
+
+class Tau2Params(Section):
+    enabled: bool = Field(True, description="Run the tau2-bench mock domain in the evaluate stage.")
+    domain: str = Field("mock", description="tau2 domain (mock runs offline; airline/retail need a user simulator).")
+    num_trials: int = Field(1, ge=1, description="Trials per task (pass^k for k up to this).")
+    user_simulator: EndpointParams = Field(default_factory=EndpointParams, description="User simulator endpoint.")
+
+
+class EvalParams(Section):
+    out_dir: str = Field("reports/eval", description="Where evaluation tables go.")
+    n_test: int = Field(200, ge=1, description="Test tasks evaluated per run.")
+    pass_k: int = Field(1, ge=1, description="Samples per task for pass@k (1 = greedy only).")
+    success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
+    bfcl_limit: int = Field(20, ge=0, description="BFCL questions per category (0 = all).")
+    tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")
+
+
+class Params(Section):
+    project: ProjectParams = Field(default_factory=ProjectParams, description="Seeds and tracking.")
+    data: DataParams = Field(default_factory=DataParams, description="Task synthesis.")
+    rewards: RewardParams = Field(default_factory=RewardParams, description="Hierarchical rewards.")
+    credit: CreditParams = Field(default_factory=CreditParams, description="Advantage estimation.")
+    simulator: SimulatorParams = Field(default_factory=SimulatorParams, description="Tool simulator.")
+    calibration: CalibrationParams = Field(default_factory=CalibrationParams, description="Simulator calibration.")
+    policy: PolicyParams = Field(default_factory=PolicyParams, description="Policy model.")
+    sft: SftParams = Field(default_factory=SftParams, description="SFT warm-up.")
+    train: TrainParams = Field(default_factory=TrainParams, description="SLCA-GRPO training.")
+    eval: EvalParams = Field(default_factory=EvalParams, description="Benchmark evaluation.")
+
+
+def _describe(error: ValidationError, path: Path) -> str:
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "<root>"
+    count = error.error_count()
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    return f"{path}: key '{key}': {first['msg']}{more}"
+
+
+def parse_params(raw: object, path: Path | str = "params.yaml") -> Params:
+    """Validate an already-loaded mapping; raises ParamsError with a one-line message."""
+    path = Path(path)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: top level must be a mapping of sections, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as error:
+        raise ParamsError(_describe(error, path)) from None
+
+
+def load_params(path: Path | str = DEFAULT_PARAMS_PATH) -> Params:
+    """Read and validate a params file; raises ParamsError naming the file and key path."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ParamsError(f"{path}: cannot read params file ({error.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ParamsError(f"{path}: malformed YAML{where}: {getattr(error, 'problem', error)}") from None
+    return parse_params(raw, path)
+
+
+def dump_params(params: Params) -> str:
+    """params.yaml text for these params (used to write the defaults and in tests)."""
+    return yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)

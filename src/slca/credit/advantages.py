@@ -1,0 +1,213 @@
+"""Advantage estimators behind one registry, chosen by name (DESIGN §1 step 3 and baselines).
+
+Each estimator is a pure torch function of the per-rollout rewards, the segment masks and the
+group ids; it returns a [B, T] tensor that is 0 on every token outside the tool and summary
+segments (prompt, environment, padding). Group statistics use `index_add_` over dense group
+indices, so there is no Python loop over rows, groups or tokens.
+
+- `grpo`:  Â = norm_group(R_tool + R_sum) over all members, broadcast to every learned token.
+- `slca`:  Â_tool = norm over members that have a tool segment, Â_sum over members that have a
+           summary segment; A = λ_tool·Â_tool on tool tokens + λ_sum·Â_sum on summary tokens.
+- `toolpo`: tool tokens A_global + λ_tool·Â_tool; summary tokens λ_sum·A_global.
+- `rltr`:  tool tokens λ_tool·Â_tool; summary tokens 0 (only the planner segment is trained).
+
+norm over a set of members: (R − μ) / (σ + 1e-6), σ unbiased; (R − μ) when `scale_std` is off;
+0 for members outside the set and for every member when the set has fewer than 2 rollouts.
+For `grpo` and the `A_global` of `toolpo`, `weights` scale the tool and summary tokens too.
+
+Penalty rows (`penalty`, bool [B]): the gold needed a call and none was made. Their R_tool is
+set to 0 and their R_sum is overridden by the total (`penalty_value`, −0.5), as DESIGN §1 says.
+
+Usage:
+    adv = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, group_ids)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+EPS = 1e-6
+
+Estimator = Callable[["AdvantageInputs"], Tensor]
+_ESTIMATORS: dict[str, Estimator] = {}
+
+
+@dataclass(frozen=True)
+class AdvantageInputs:
+    """Validated, dense inputs shared by every estimator."""
+
+    r_tool: Tensor  # [B] float
+    r_sum: Tensor  # [B] float
+    tool_mask: Tensor  # [B, T] bool
+    summary_mask: Tensor  # [B, T] bool
+    group_index: Tensor  # [B] long, dense 0..G-1
+    n_groups: int
+    scale_std: bool
+    weights: tuple[float, float]
+
+
+def register(name: str) -> Callable[[Estimator], Estimator]:
+    """Decorator adding an estimator to the registry under `name`."""
+
+    def add(fn: Estimator) -> Estimator:
+        if name in _ESTIMATORS:
+            raise ValueError(f"advantage estimator {name!r} is already registered")
+        _ESTIMATORS[name] = fn
+        return fn
+
+    return add
+
+
+def list_estimators() -> list[str]:
+    """Names of all registered estimators, sorted."""
+    return sorted(_ESTIMATORS)
+
+
+def get_estimator(name: str) -> Estimator:
+    """The estimator registered as `name`; a clear error listing the choices otherwise."""
+    if name not in _ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {name!r}; choose one of {list_estimators()}")
+    return _ESTIMATORS[name]
+
+
+def group_normalise(
+    values: Tensor, members: Tensor, group_index: Tensor, n_groups: int, scale_std: bool
+) -> Tensor:
+    """Per-group (R − μ)/(σ + eps) over `members`; 0 outside them or when a group has < 2.
+
+    values/members are [B] or [B, C] (C reward columns normalised independently in one pass).
+    """
+    weight = members.to(values.dtype)
+    shape = (n_groups, *values.shape[1:])
+    count = values.new_zeros(shape).index_add_(0, group_index, weight)
+    total = values.new_zeros(shape).index_add_(0, group_index, values * weight)
+    deviation = (values - (total / count.clamp(min=1.0))[group_index]) * weight
+    if scale_std:
+        squares = values.new_zeros(shape).index_add_(0, group_index, deviation * deviation)
+        std = (squares / (count - 1.0).clamp(min=1.0)).sqrt()
+        deviation = deviation / (std[group_index] + EPS)
+    enough = count[group_index] >= 2
+    return torch.where(enough, deviation, torch.zeros_like(deviation))
+
+
+def segment_tokens(a_tool: Tensor, a_sum: Tensor, tool_mask: Tensor, summary_mask: Tensor) -> Tensor:
+    """Place per-row tool/summary advantages on their tokens; 0 elsewhere."""
+    zero = a_tool.new_zeros(())
+    on_summary = torch.where(summary_mask, a_sum.unsqueeze(-1), zero)
+    return torch.where(tool_mask, a_tool.unsqueeze(-1), on_summary)
+
+
+def _global_advantage(x: AdvantageInputs) -> Tensor:
+    everyone = torch.ones_like(x.r_tool, dtype=torch.bool)
+    return group_normalise(x.r_tool + x.r_sum, everyone, x.group_index, x.n_groups, x.scale_std)
+
+
+def _tool_advantage(x: AdvantageInputs) -> Tensor:
+    has_tool = x.tool_mask.any(dim=-1)
+    return group_normalise(x.r_tool, has_tool, x.group_index, x.n_groups, x.scale_std)
+
+
+def _summary_advantage(x: AdvantageInputs) -> Tensor:
+    has_summary = x.summary_mask.any(dim=-1)
+    return group_normalise(x.r_sum, has_summary, x.group_index, x.n_groups, x.scale_std)
+
+
+@register("grpo")
+def grpo(x: AdvantageInputs) -> Tensor:
+    """One trajectory advantage of R_tool + R_sum on every learned token."""
+    a = _global_advantage(x)
+    w_tool, w_sum = x.weights
+    return segment_tokens(w_tool * a, w_sum * a, x.tool_mask, x.summary_mask)
+
+
+@register("slca")
+def slca(x: AdvantageInputs) -> Tensor:
+    """Segment-locked: each segment's tokens get only their own segment's advantage."""
+    rewards = torch.stack([x.r_tool, x.r_sum], dim=-1)  # both segments in one pass of index_add_
+    members = torch.stack([x.tool_mask.any(dim=-1), x.summary_mask.any(dim=-1)], dim=-1)
+    a = group_normalise(rewards, members, x.group_index, x.n_groups, x.scale_std)
+    w_tool, w_sum = x.weights
+    return segment_tokens(w_tool * a[:, 0], w_sum * a[:, 1], x.tool_mask, x.summary_mask)
+
+
+@register("toolpo")
+def toolpo(x: AdvantageInputs) -> Tensor:
+    """Tool tokens A_global + λ_tool·Â_tool; summary tokens λ_sum·A_global."""
+    a_global = _global_advantage(x)
+    w_tool, w_sum = x.weights
+    return segment_tokens(a_global + w_tool * _tool_advantage(x), w_sum * a_global, x.tool_mask, x.summary_mask)
+
+
+@register("rltr")
+def rltr(x: AdvantageInputs) -> Tensor:
+    """Only the tool (planner) segment is trained; summary tokens get 0."""
+    a_tool = x.weights[0] * _tool_advantage(x)
+    return segment_tokens(a_tool, torch.zeros_like(a_tool), x.tool_mask, x.summary_mask)
+
+
+def _as_rewards(values: Tensor | list[float], name: str, batch: int, device: torch.device) -> Tensor:
+    tensor = torch.as_tensor(values, device=device)
+    tensor = tensor.to(torch.float32) if not tensor.is_floating_point() else tensor
+    if tensor.shape != (batch,):
+        raise ValueError(f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}")
+    return tensor
+
+
+def prepare_inputs(
+    r_tool: Tensor | list[float],
+    r_sum: Tensor | list[float],
+    tool_mask: Tensor,
+    summary_mask: Tensor,
+    group_ids: Tensor | list[int],
+    *,
+    scale_std: bool = True,
+    weights: tuple[float, float] = (1.0, 1.0),
+    penalty: Tensor | list[bool] | None = None,
+    penalty_value: float = -0.5,
+) -> AdvantageInputs:
+    """Validate shapes, make masks bool and group ids dense, and apply the penalty override."""
+    if tool_mask.dim() != 2 or tool_mask.shape != summary_mask.shape:
+        raise ValueError(
+            f"tool_mask and summary_mask must both be [B, T]; got {tuple(tool_mask.shape)} "
+            f"and {tuple(summary_mask.shape)}"
+        )
+    batch, device = tool_mask.shape[0], tool_mask.device
+    tool, summary = tool_mask.bool(), summary_mask.bool()
+    if bool((tool & summary).any()):
+        raise ValueError("tool_mask and summary_mask overlap; a token belongs to one segment")
+    rt = _as_rewards(r_tool, "r_tool", batch, device)
+    rs = _as_rewards(r_sum, "r_sum", batch, device).to(rt.dtype)
+    groups = torch.as_tensor(group_ids, device=device)
+    if groups.shape != (batch,):
+        raise ValueError(f"group_ids must have shape ({batch},); got {tuple(groups.shape)}")
+    unique, group_index = torch.unique(groups, return_inverse=True)
+    if penalty is not None:
+        flagged = torch.as_tensor(penalty, device=device).bool()
+        rt = torch.where(flagged, torch.zeros_like(rt), rt)
+        rs = torch.where(flagged, torch.full_like(rs, penalty_value), rs)
+    return AdvantageInputs(rt, rs, tool, summary, group_index, int(unique.numel()), scale_std,
+                           (float(weights[0]), float(weights[1])))
+
+
+def compute_advantages(
+    name: str,
+    r_tool: Tensor | list[float],
+    r_sum: Tensor | list[float],
+    tool_mask: Tensor,
+    summary_mask: Tensor,
+    group_ids: Tensor | list[int],
+    *,
+    scale_std: bool = True,
+    weights: tuple[float, float] = (1.0, 1.0),
+    penalty: Tensor | list[bool] | None = None,
+    penalty_value: float = -0.5,
+) -> Tensor:
+    """[B, T] token advantages under estimator `name` (see the module docstring)."""
+    estimator = get_estimator(name)
+    inputs = prepare_inputs(r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std,
+                            weights=weights, penalty=penalty, penalty_value=penalty_value)
+    return estimator(inputs)

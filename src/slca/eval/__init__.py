@@ -1,0 +1,1 @@
+"""Benchmark evaluation: in-domain metrics, BFCL, tau2-bench, comparison."""

@@ -1,0 +1,149 @@
+"""MLflow helpers: one parent run per pipeline run, one nested run per stage.
+
+The parent run id crosses process boundaries through the `SLCA_PARENT_RUN_ID` environment
+variable: the pipeline (Prefect flow or `slca pipeline`) opens the parent and exports the id, and
+every stage process (`dvc repro` → `slca <stage>`) opens its run as a child of it.
+
+Tracking store: `MLFLOW_TRACKING_URI` if set, else `project.tracking_uri` from params.yaml, else
+a SQLite file `mlflow.db` in the working directory.
+
+    with stage_run("synthesize", params) as run:
+        log_metrics({"rows": 3000})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+PARENT_ENV = "SLCA_PARENT_RUN_ID"
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used; the message names the URI and what to do."""
+
+
+def resolve_tracking_uri(configured: str | None = None) -> str:
+    """The tracking URI in force: environment, then params, then ./mlflow.db."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or configured
+    if uri:
+        return uri
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def check_reachable(uri: str, timeout_s: float = 3.0) -> None:
+    """Fail fast with one line when an http(s) tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - user URI
+            response.read(16)
+    except (urllib.error.URLError, OSError, TimeoutError) as error:
+        reason = getattr(error, "reason", error)
+        raise TrackingError(
+            f"MLflow tracking server {uri} is unreachable ({reason}); start it or set "
+            "MLFLOW_TRACKING_URI / project.tracking_uri to a reachable store"
+        ) from None
+
+
+def configure(params: Any | None = None) -> str:
+    """Point mlflow at the store in force and select the experiment; returns the URI."""
+    import mlflow
+
+    configured = getattr(getattr(params, "project", None), "tracking_uri", None)
+    uri = resolve_tracking_uri(configured)
+    check_reachable(uri)
+    mlflow.set_tracking_uri(uri)
+    experiment = getattr(getattr(params, "project", None), "experiment", None) or "slca"
+    mlflow.set_experiment(experiment)
+    return uri
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested params → {"a.b.c": value}, lists rendered as JSON, for mlflow.log_params."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(value)
+        else:
+            flat[name] = value
+    return flat
+
+
+@contextlib.contextmanager
+def pipeline_run(params: Any | None = None, name: str = "pipeline") -> Iterator[Any]:
+    """Open the parent run and export its id for child processes."""
+    import mlflow
+
+    configure(params)
+    previous = os.environ.get(PARENT_ENV)
+    with mlflow.start_run(run_name=name) as run:
+        os.environ[PARENT_ENV] = run.info.run_id
+        try:
+            yield run
+        finally:
+            if previous is None:
+                os.environ.pop(PARENT_ENV, None)
+            else:
+                os.environ[PARENT_ENV] = previous
+
+
+@contextlib.contextmanager
+def stage_run(stage: str, params: Any | None = None, *, run_id: str | None = None,
+              log_params: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """Open the run of one stage, nested under the pipeline parent when there is one.
+
+    `run_id` resumes an existing run (a resumed training run continues its own MLflow run).
+    """
+    import mlflow
+
+    configure(params)
+    parent = os.environ.get(PARENT_ENV)
+    tags = {"slca.stage": stage}
+    if parent:
+        tags["mlflow.parentRunId"] = parent
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else stage, tags=tags) as run:
+        if log_params:
+            mlflow.log_params(flatten(log_params))
+        yield run
+
+
+def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
+    import mlflow
+
+    mlflow.log_metrics({key: float(value) for key, value in metrics.items()}, step=step)
+
+
+def log_json(payload: Any, artifact_file: str) -> None:
+    """Log a JSON-serialisable object as an artifact file of the active run."""
+    import mlflow
+
+    mlflow.log_text(json.dumps(payload, indent=2, sort_keys=True), artifact_file)
+
+
+def write_atomic(path: Path | str, data: bytes | str) -> Path:
+    """Write a file through a temporary sibling and a rename, so readers never see half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
