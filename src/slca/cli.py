@@ -15,7 +15,7 @@ stderr and exit code 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
-import os
+import importlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -53,10 +53,14 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
-def _run_stage(fn: Callable[[Params], Any], params_path: Path) -> Any:
+def _run_stage(target: str | Callable[..., Any], params_path: Path | None, *args: Any) -> Any:
+    """Load params, then import and call `module:function` (params first, so a bad file fails fast)."""
     try:
-        params = load_params(params_path)
-        return fn(params)
+        params = load_params(params_path) if params_path is not None else None
+        if isinstance(target, str):
+            module, name = target.split(":")
+            target = getattr(importlib.import_module(module), name)
+        return target(*(([params] if params is not None else []) + list(args)))
     except _user_error_types() as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
@@ -66,9 +70,7 @@ def _run_stage(fn: Callable[[Params], Any], params_path: Path) -> Any:
 @app.command()
 def synthesize(params: ParamsOption = Path("params.yaml")) -> None:
     """Synthesize train/val/test tasks with the real executors and validate them."""
-    from slca.data.stage import run_synthesize
-
-    summary = _run_stage(run_synthesize, params)
+    summary = _run_stage("slca.data.stage:run_synthesize", params)
     typer.echo(f"synthesized {summary}")
 
 
@@ -77,18 +79,14 @@ def validate_data(
     data_dir: Annotated[Path, typer.Option(help="Directory holding train/val/test.jsonl.")] = Path("data"),
 ) -> None:
     """Run the great-expectations suite over existing data files."""
-    from slca.data.stage import validate_files
-
-    _run_stage(lambda _params: validate_files(data_dir), Path(os.devnull))
+    _run_stage("slca.data.stage:validate_files", None, data_dir)
     typer.echo(f"{data_dir}: all expectations met")
 
 
 @app.command()
 def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
     """Calibrate the tool simulator against the real executors."""
-    from slca.simulator.calibration import run_calibrate
-
-    report = _run_stage(run_calibrate, params)
+    report = _run_stage("slca.simulator.calibration:run_calibrate", params)
     heldout = report.get("heldout", {}) if isinstance(report, dict) else {}
     typer.echo(f"calibration held-out: {heldout}")
 
@@ -96,9 +94,7 @@ def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
 @app.command()
 def sft(params: ParamsOption = Path("params.yaml")) -> None:
     """SFT warm-up of the policy on gold trajectories."""
-    from slca.train.sft import run_sft
-
-    _run_stage(run_sft, params)
+    _run_stage("slca.train.sft:run_sft", params)
 
 
 @app.command()
@@ -108,9 +104,7 @@ def train(
     params: ParamsOption = Path("params.yaml"),
 ) -> None:
     """SLCA-GRPO (or baseline) training of the SFT policy."""
-    from slca.train.train_stage import run_train
-
-    _run_stage(lambda p: run_train(p, estimator, seed), params)
+    _run_stage("slca.train.train_stage:run_train", params, estimator, seed)
 
 
 @app.command()
@@ -120,17 +114,13 @@ def evaluate(
     params: ParamsOption = Path("params.yaml"),
 ) -> None:
     """Evaluate one trained run: in-domain, BFCL, tau2-bench."""
-    from slca.eval.stage import run_evaluate
-
-    _run_stage(lambda p: run_evaluate(p, estimator, seed), params)
+    _run_stage("slca.eval.stage:run_evaluate", params, estimator, seed)
 
 
 @app.command()
 def compare(params: ParamsOption = Path("params.yaml")) -> None:
     """Compare all evaluated runs: reports/comparison.md and plots."""
-    from slca.eval.compare import run_compare
-
-    _run_stage(run_compare, params)
+    _run_stage("slca.eval.compare:run_compare", params)
 
 
 @app.command()

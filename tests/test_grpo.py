@@ -1,0 +1,127 @@
+"""SLCA-GRPO trainer: the (B, T) advantages TRL consumes, tool-response masking, multi-turn rollouts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks
+
+from slca.credit import compute_advantages, segment_masks
+from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
+from slca.train.policy import load_policy
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grpo")
+    tasks = synthetic_tasks(8)
+    make_policy(root / "sft", tasks)
+    return root, tasks
+
+
+@pytest.fixture(scope="module")
+def trainer(setup):
+    root, tasks = setup
+    return make_trainer(root, tasks, "slca", beta=0.05)
+
+
+def make_trainer(root, tasks, estimator: str, **train) -> SLCAGRPOTrainer:
+    params = small_params(root, **train)
+    model, tokenizer = load_policy(params.sft.out_dir, params)
+    args = grpo_config(params, estimator, 0, str(root / f"out-{estimator}"), save=False)
+    trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
+                              train_dataset=task_dataset(tasks), processing_class=tokenizer)
+    trainer._generate_single_turn = ScriptedTurns(trainer)
+    return trainer
+
+
+def generation_batch(trainer: SLCAGRPOTrainer, tasks, n_prompts: int = 2) -> dict:
+    """One generated and scored batch, exactly as TRL's _prepare_inputs builds it."""
+    rows = [row for row in task_dataset(tasks[:n_prompts]) for _ in range(trainer.num_generations)]
+    trainer.model.train()
+    return trainer._generate_and_score_completions(rows)
+
+
+@pytest.mark.parametrize("estimator", ["slca", "grpo", "toolpo", "rltr"])
+def test_trl_advantages_equal_credit_core(setup, trainer, estimator):
+    _, tasks = setup
+    trainer.estimator = estimator  # the estimator is plain trainer state: one trainer serves all four
+    batch = generation_batch(trainer, tasks)
+    response_mask = batch["completion_mask"] * batch["tool_mask"]
+    credit, tokenizer = trainer.last_credit, trainer.processing_class
+    _, last_run = segment_masks(response_mask)
+    ends_on_call = torch.tensor([
+        "<tool_call>" in tokenizer.decode(ids[run], skip_special_tokens=False)
+        for ids, run in zip(batch["completion_ids"], last_run)
+    ])
+    tool_mask, summary_mask = segment_masks(response_mask, last_run_has_tool_call=ends_on_call)
+    group_ids = torch.arange(response_mask.size(0)) // trainer.num_generations
+    expected = compute_advantages(estimator, credit["r_tool"], credit["r_sum"], tool_mask, summary_mask, group_ids,
+                                  penalty=credit["penalty"])
+    assert batch["advantages"].shape == response_mask.shape
+    torch.testing.assert_close(batch["advantages"], expected)
+    assert bool(tool_mask.any()) and bool(summary_mask.any())  # both segments occur in the batch
+    assert bool((batch["advantages"] != 0).any())
+    assert float(batch["advantages"][response_mask == 0].abs().sum()) == 0.0
+
+
+def test_segments_follow_the_tool_response_mask(setup, trainer):
+    _, tasks = setup
+    trainer.estimator = "slca"
+    batch = generation_batch(trainer, tasks)
+    tokenizer, credit = trainer.processing_class, trainer.last_credit
+    env = (batch["tool_mask"] == 0) & (batch["completion_mask"] == 1)
+    assert bool(env.any())
+    for row in range(batch["completion_ids"].size(0)):
+        env_text = tokenizer.decode(batch["completion_ids"][row][env[row]], skip_special_tokens=False)
+        learned = credit["tool_mask"][row] | credit["summary_mask"][row]
+        learned_text = tokenizer.decode(batch["completion_ids"][row][learned], skip_special_tokens=False)
+        if env[row].any():
+            assert "<tool_response>" in env_text and "<tool_response>" not in learned_text
+            tool_text = tokenizer.decode(batch["completion_ids"][row][credit["tool_mask"][row]])
+            assert "<tool_call>" in tokenizer.decode(batch["completion_ids"][row][credit["tool_mask"][row]],
+                                                     skip_special_tokens=False), tool_text
+    # a group holds rollouts with different R_tool, so SLCA gives tool tokens non-zero advantages
+    assert float(batch["advantages"][credit["tool_mask"]].abs().sum()) > 0
+
+
+def test_tool_response_tokens_get_zero_gradient(setup, trainer):
+    _, tasks = setup
+    trainer.estimator = "slca"
+    batch = generation_batch(trainer, tasks)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which is not running here
+    trainer.model.zero_grad()
+    captured = {}
+
+    def keep_final_states(module, inputs, output):
+        output.retain_grad()
+        captured["states"] = output
+
+    # TRL scores tokens with a fused LM head, so the hook sits on the final norm: the state at
+    # position P + t - 1 feeds only the logits that predict completion token t
+    handle = trainer.model.model.norm.register_forward_hook(keep_final_states)
+    try:
+        loss = trainer.compute_loss(trainer.model, batch)
+        loss.backward()
+    finally:
+        handle.remove()
+    grad = captured["states"].grad  # [B, P + C, H]
+    prompt_len = batch["prompt_ids"].size(1)
+    per_token = grad[:, prompt_len - 1: prompt_len - 1 + batch["completion_ids"].size(1)].abs().sum(-1)
+    mask = batch["completion_mask"] * batch["tool_mask"]
+    env = (batch["tool_mask"] == 0) & (batch["completion_mask"] == 1)
+    assert bool(env.any())
+    assert float(per_token[env].sum()) == 0.0
+    assert float(per_token[mask.bool()].sum()) > 0.0
+    assert trainer.beta > 0  # the KL term is part of the loss checked here
+
+
+def test_grpo_config_follows_params(setup):
+    root, _ = setup
+    params = small_params(root, num_generations=3, prompts_per_step=2, beta=0.01, loss_type="bnpo")
+    args = grpo_config(params, "toolpo", 5, str(root / "cfg"))
+    assert (args.num_generations, args.per_device_train_batch_size, args.beta) == (3, 6, 0.01)
+    assert (args.loss_type, args.seed, args.save_steps, args.save_total_limit) == ("bnpo", 5, 2, 2)
+    assert args.use_cpu and not args.bf16 and not args.gradient_checkpointing and not args.use_vllm
+    with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
+        grpo_config(params, "nope", 0, str(root / "cfg"))

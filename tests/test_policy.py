@@ -1,0 +1,121 @@
+"""Policy factory: tokenizer control tokens, Qwen2.5 chat rendering, tiny model size, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from policy_fixtures import WEATHER_TOOL, parallel_task, single_task, small_params, tiny_tasks
+from trl.chat_template_utils import (
+    add_response_schema,
+    get_training_chat_template,
+    is_chat_template_prefix_preserving,
+    parse_response,
+    supports_tool_calling,
+)
+
+from slca.config import Params
+from slca.train.policy import (
+    SPECIAL_TOKENS,
+    PolicyError,
+    build_tiny_model,
+    corpus_texts,
+    count_parameters,
+    load_policy,
+    render_prompt,
+    train_tokenizer,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(corpus_texts(tiny_tasks(24)), vocab_size=700, seed=0)
+
+
+def test_control_tokens_are_single_tokens(tokenizer):
+    for token in SPECIAL_TOKENS:
+        ids = tokenizer.encode(f"x{token}y", add_special_tokens=False)
+        assert tokenizer.convert_ids_to_tokens(ids).count(token) == 1
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    assert tokenizer.eos_token_id != tokenizer.pad_token_id
+
+
+def test_encoding_round_trips_a_dialogue(tokenizer):
+    text = corpus_texts([parallel_task(1)])[0]
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_prompt_renders_tools_like_qwen2_5(tokenizer):
+    prompt = render_prompt(single_task(0), tokenizer)
+    assert prompt.startswith("<|im_start|>system\nYou are a helpful assistant that can call tools.\n\n# Tools\n")
+    assert "<tools>\n" + json.dumps(WEATHER_TOOL) + "\n" in prompt
+    assert prompt.endswith("<|im_start|>user\nWhat is the weather in Lima?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_tool_call_and_response_blocks_like_qwen2_5(tokenizer):
+    text = corpus_texts([single_task(0)])[0]
+    assert ('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n'
+            "</tool_call><|im_end|>\n") in text
+    assert '<|im_start|>user\n<tool_response>\n{"city": "Lima", "temp_c": 14, "sky": "clear"}\n</tool_response><|im_end|>' in text
+    assert text.endswith("<|im_start|>assistant\nIt is 14 C and clear in Lima.<|im_end|>\n")
+
+
+def test_trl_tool_machinery_accepts_the_tokenizer(tokenizer):
+    assert supports_tool_calling(tokenizer)
+    assert is_chat_template_prefix_preserving(tokenizer)
+    assert "generation" in get_training_chat_template(tokenizer)
+    parser = add_response_schema(tokenizer)
+    prompt_ids = parser(render_prompt(single_task(0), parser))["input_ids"]
+    completion = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call><|im_end|>'
+    parsed = parse_response(parser, parser(completion)["input_ids"], prefix=prompt_ids)
+    assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}]
+
+
+def test_default_tiny_model_has_1_to_5_million_parameters():
+    params = Params()
+    texts = corpus_texts(tiny_tasks(8))
+    tokenizer = train_tokenizer(texts, vocab_size=params.policy.tiny.vocab_size, seed=0)
+    model = build_tiny_model(params.policy.tiny, tokenizer, seed=0)
+    # a small corpus yields fewer merges than vocab_size; pad to the configured size for the bound
+    full_vocab_extra = (params.policy.tiny.vocab_size - len(tokenizer)) * params.policy.tiny.hidden_size
+    assert 1_000_000 <= count_parameters(model) + max(full_vocab_extra, 0) <= 5_000_000
+    assert model.config.model_type == "qwen2"
+    assert model.config.vocab_size == len(tokenizer)
+
+
+def test_tokenizer_and_model_are_deterministic_by_seed(tokenizer):
+    again = train_tokenizer(corpus_texts(tiny_tasks(24)), vocab_size=700, seed=0)
+    assert again.get_vocab() == tokenizer.get_vocab()
+    tiny = small_params().policy.tiny
+    first, second = build_tiny_model(tiny, tokenizer, seed=3), build_tiny_model(tiny, tokenizer, seed=3)
+    other = build_tiny_model(tiny, tokenizer, seed=4)
+    weight = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(first.state_dict()[weight], second.state_dict()[weight])
+    assert not torch.equal(first.state_dict()[weight], other.state_dict()[weight])
+
+
+def test_load_policy_round_trips_a_saved_model(tokenizer, tmp_path):
+    params = small_params()
+    model, _ = load_policy(None, params, tokenizer=tokenizer)
+    model.save_pretrained(tmp_path / "m")
+    tokenizer.save_pretrained(tmp_path / "m")
+    loaded, loaded_tokenizer = load_policy(tmp_path / "m", params)
+    text = render_prompt(single_task(2), loaded_tokenizer)
+    assert loaded_tokenizer.encode(text) == tokenizer.encode(text)
+    ids = torch.tensor([tokenizer.encode(text)])
+    assert torch.allclose(model(ids).logits, loaded(ids).logits, atol=1e-5)
+
+
+def test_load_policy_names_a_missing_path(tmp_path):
+    with pytest.raises(PolicyError, match="does not exist"):
+        load_policy(tmp_path / "nope", small_params())
+
+
+def test_lora_wraps_the_tiny_model(tokenizer):
+    params = small_params().model_copy(update={"policy": small_params().policy.model_copy(
+        update={"lora": small_params().policy.lora.model_copy(update={"enabled": True, "r": 4})})})
+    model, _ = load_policy(None, params, tokenizer=tokenizer)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert 0 < trainable < count_parameters(model) / 4

