@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -36,15 +37,18 @@ def realistic_masks(batch: int, length: int, generator: torch.Generator) -> torc
     return mask
 
 
-def median_us(fn, repeats: int) -> float:
-    for _ in range(10):  # warm-up
-        fn()
-    samples = []
+def median_us(candidates: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median µs per candidate; calls are interleaved so machine load hits all of them alike."""
+    for fn in candidates.values():  # warm-up
+        for _ in range(10):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - start) / 1e3)
-    return statistics.median(samples)
+        for name, fn in candidates.items():
+            start = time.perf_counter_ns()
+            fn()
+            samples[name].append((time.perf_counter_ns() - start) / 1e3)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:
@@ -63,17 +67,18 @@ def main() -> None:
     r_tool = torch.rand(args.batch, generator=generator)
     r_sum = torch.rand(args.batch, generator=generator)
     groups = torch.arange(args.batch) // args.group
-    times = {
-        name: median_us(lambda n=name: compute_advantages(n, r_tool, r_sum, tool, summary, groups), args.repeats)
-        for name in ("grpo", "slca")
-    }
-    segmentation = median_us(lambda: segment_masks(tool | summary), args.repeats)
+    learned = tool | summary
+    times = median_us({
+        "grpo": lambda: compute_advantages("grpo", r_tool, r_sum, tool, summary, groups),
+        "slca": lambda: compute_advantages("slca", r_tool, r_sum, tool, summary, groups),
+        "segment_masks": lambda: segment_masks(learned),
+    }, args.repeats)
     print(f"batch {args.batch} x {args.length} tokens, groups of {args.group}, "
           f"{torch.get_num_threads()} threads, median of {args.repeats}")
     print(f"grpo          {times['grpo']:10.1f} us")
     print(f"slca          {times['slca']:10.1f} us")
     print(f"ratio         {times['slca'] / times['grpo']:10.2f} x  (target <= 1.5)")
-    print(f"segment_masks {segmentation:10.1f} us")
+    print(f"segment_masks {times['segment_masks']:10.1f} us")
 
 
 if __name__ == "__main__":

@@ -133,7 +133,7 @@ def test_zero_variance_and_singleton_groups_give_zero_not_nan():
     tool, summary = segment_masks(mask)
     for name in list_estimators():
         adv = compute_advantages(name, [0.3] * 5, [0.7] * 5, tool, summary, [1, 1, 1, 2, 3])
-        assert torch.isfinite(adv).all() and (adv == 0).all(), name
+        assert torch.isfinite(adv).all() and adv.abs().max() < 1e-6, name
 
 
 def test_members_without_segment_and_lonely_segments_get_zero():

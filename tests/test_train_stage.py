@@ -12,10 +12,10 @@ from pathlib import Path
 import mlflow
 import pytest
 import torch
-from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks, write_tasks
+import yaml
+from grpo_fixtures import ScriptedTurns, make_policy, small_params, small_raw, synthetic_tasks, write_tasks
 from safetensors.torch import load_file
 
-from slca.config import dump_params
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
 
@@ -89,9 +89,9 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> bool:
 
 
 def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tmp_path):
-    params = small_params(workspace, max_steps=6, checkpoint_every=2, num_generations=2, max_completion_length=12)
+    raw = small_raw(workspace, max_steps=6, checkpoint_every=2, num_generations=2, max_completion_length=12)
     params_file = tmp_path / "params.yaml"
-    params_file.write_text(dump_params(params))
+    params_file.write_text(yaml.safe_dump(raw))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_TRACKING_URI": mlflow_store}
     command = [sys.executable, "-m", "slca.train.train_stage", "--params", str(params_file),
                "--estimator", "grpo", "--seed", "3"]

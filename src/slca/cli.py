@@ -44,12 +44,16 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     for module, name in (
         ("slca.data.expectations", "DataValidationError"),
         ("slca.eval.bfcl.cli", "ResultsFileError"),
+        ("slca.eval.stage", "EvaluationError"),
+        ("slca.eval.compare", "CompareError"),
+        ("slca.train.policy", "PolicyError"),
+        ("slca.data.synthesis", "SynthesisError"),
+        ("slca.eval.tau2_bench", "Tau2EndpointError"),
+        ("slca.simulator.endpoint", "EndpointError"),
     ):
-        try:
-            mod = __import__(module, fromlist=[name])
-            types.append(getattr(mod, name))
-        except (ImportError, AttributeError):
-            continue
+        loaded = sys.modules.get(module)  # only modules the failing stage imported can raise these
+        if loaded is not None and hasattr(loaded, name):
+            types.append(getattr(loaded, name))
     return tuple(types)
 
 

@@ -212,6 +212,21 @@ class Tau2Params(Section):
     domain: str = Field("mock", description="tau2 domain (mock runs offline; airline/retail need a user simulator).")
     num_trials: int = Field(1, ge=1, description="Trials per task (pass^k for k up to this).")
     user_simulator: EndpointParams = Field(default_factory=EndpointParams, description="User simulator endpoint.")
+    max_steps: int = Field(100, ge=1, description="tau2 orchestrator step limit per simulation.")
+    max_errors: int = Field(10, ge=1, description="Tool errors before a simulation is cut off.")
+    task_split: str = Field("base", description="tau2 task split.")
+    task_ids: list[str] | None = Field(None, description="Restrict to these task ids (null = all).")
+    seed: int = Field(300, description="Root of tau2's per-trial seeds.")
+
+
+class BfclParams(Section):
+    categories: list[str] = Field(
+        ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
+         "parallel_multiple", "irrelevance"],
+        description="BFCL v4 categories evaluated.",
+    )
+    limit: int = Field(20, ge=0, description="Questions per category (0 = all).")
+    mode: Literal["fc", "prompt"] = Field("fc", description="Offer tools (fc) or put function docs in the prompt.")
 
 
 class EvalParams(Section):
@@ -219,7 +234,7 @@ class EvalParams(Section):
     n_test: int = Field(200, ge=1, description="Test tasks evaluated per run.")
     pass_k: int = Field(1, ge=1, description="Samples per task for pass@k (1 = greedy only).")
     success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
-    bfcl_limit: int = Field(20, ge=0, description="BFCL questions per category (0 = all).")
+    bfcl: BfclParams = Field(default_factory=BfclParams, description="BFCL v4 settings.")
     tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")
 
 

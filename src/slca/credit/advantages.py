@@ -160,7 +160,7 @@ def rltr(x: AdvantageInputs) -> Tensor:
 
 
 def _as_rewards(values: Tensor | list[float], name: str, batch: int, device: torch.device) -> Tensor:
-    tensor = torch.as_tensor(values, device=device).to(torch.float64)
+    tensor = torch.as_tensor(values, dtype=torch.float64, device=device)  # lists stay exact
     if tensor.shape != (batch,):
         raise ValueError(f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}")
     return tensor

@@ -145,17 +145,17 @@ def flatten_row(row: Mapping, schemas: _SchemaCache) -> dict:
 
 
 def leakage_sets(rows_by_split: Mapping[str, list[dict]]) -> dict[str, tuple[set, set]]:
-    """For each split, the templates and entities it must not share (test vs train+val)."""
-    seen = {split: (set(), set()) for split in rows_by_split}
-    for split, rows in rows_by_split.items():
-        for row in rows:
-            seen[split][0].add(row.get("template_id"))
-            seen[split][1].update(row.get("entities") or [])
+    """Per split, the templates and entities it must not use: test vs train+val, and back."""
+    templates = {split: {r.get("template_id") for r in rows} for split, rows in rows_by_split.items()}
+    entities = {split: {e for r in rows for e in r.get("entities") or []} for split, rows in rows_by_split.items()}
+
+    def union(table: dict[str, set], splits: list[str]) -> set:
+        return set().union(*(table[s] for s in splits))
+
+    seen = [s for s in rows_by_split if s != "test"]
     held = [s for s in rows_by_split if s == "test"]
-    seen_in = [s for s in rows_by_split if s != "test"]
-    union = lambda names, i: set().union(*(seen[n][i] for n in names)) if names else set()  # noqa: E731
-    return {split: ((union(seen_in, 0), union(seen_in, 1)) if split == "test" else (union(held, 0), union(held, 1)))
-            for split in rows_by_split}
+    return {split: (union(templates, seen), union(entities, seen)) if split == "test"
+            else (union(templates, held), union(entities, held)) for split in rows_by_split}
 
 
 def flatten_splits(rows_by_split: Mapping[str, list[dict]]) -> dict[str, list[dict]]:
@@ -308,4 +308,6 @@ def raise_for_report(report: Mapping, where: str = "task data") -> None:
     if report.get("success"):
         return
     lines = failure_lines(report) or ["validation failed without a failed expectation listed"]
-    raise DataValidationError(f"{where} failed validation:\n  " + "\n  ".join(lines), dict(report))
+    # the first line stands alone (the CLI prints only it); the rest lists every failure
+    head = f"{where} failed validation ({len(lines)} failed expectation(s)); first: {lines[0]}"
+    raise DataValidationError(head + "\n  " + "\n  ".join(lines), dict(report))

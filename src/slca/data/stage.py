@@ -168,4 +168,14 @@ def run_synthesize(params: Params) -> dict:
                               "rows_per_second": summary["rows_per_second"]})
         tracking.log_json(summary["stats"], "stats.json")
         tracking.log_json(summary["report"], "data_validation.json")
-    return summary
+    return compact(summary)
+
+
+def compact(summary: dict) -> dict:
+    """The few numbers worth printing: rows per split and kind, timings, validation outcome."""
+    report = summary["report"]
+    return {"rows": summary["rows"], "kinds": {s: v["kind"] for s, v in summary["stats"].items()},
+            "seconds": summary["seconds"], "rows_per_second": summary["rows_per_second"],
+            "validation": {"success": report["success"],
+                           "expectations": sum(v["evaluated"] for v in report["splits"].values())},
+            "outputs": summary["paths"]}

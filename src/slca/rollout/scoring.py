@@ -43,7 +43,9 @@ def build_judge(params: Any) -> Any:
         return get_judge("rule", w_faithfulness=rule.faithfulness, w_coverage=rule.coverage,
                          w_concision=rule.concision, max_chars=rule.max_chars)
     if rewards.judge == "llm":
-        return get_judge("llm", endpoint=rewards.llm_judge)
+        endpoint = rewards.llm_judge
+        return get_judge("llm", base_url=endpoint.base_url, model=endpoint.model, api_key_env=endpoint.api_key_env,
+                         timeout_s=endpoint.timeout_s, retries=endpoint.retries)
     return get_judge(rewards.judge)
 
 

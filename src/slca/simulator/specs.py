@@ -141,6 +141,8 @@ def toolset(tools: Any) -> dict[str, ToolSpec]:
     """Name -> spec for None (the whole catalog), one definition, or a list of definitions."""
     if tools is None:
         return dict(_catalog_specs())
+    if isinstance(tools, dict) and tools and all(isinstance(v, ToolSpec) for v in tools.values()):
+        return dict(tools)  # already built (shared compiled caches)
     if isinstance(tools, dict):
         entries: list = [tools]
     else:

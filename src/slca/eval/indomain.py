@@ -1,0 +1,129 @@
+"""In-domain evaluation on the synthesized test split, against the REAL tool executors.
+
+Per episode: Name-F1 and ArgMatch (the execution reward's name and value components), Process
+(= R_tool), Success ((R_tool + R_sum) / 2 >= eval.success_threshold), whether any call was made,
+calls, redundant calls (identical name + arguments repeated in one episode) and generated tokens.
+Aggregates: overall and per task kind, greedy, plus pass@k over `eval.pass_k` sampled episodes.
+
+    result = evaluate_policy(model, tokenizer, tasks, params)
+    result["metrics"]["success"], result["per_kind"]["parallel"]["success"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slca.rollout.loop import Episode, run_episodes
+from slca.rollout.scoring import env_factory, reward_fn
+
+MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
+                "generated_tokens")
+
+
+def call_key(body: str) -> str:
+    """Canonical text of one call block (name + arguments), so equal calls compare equal."""
+    try:
+        return json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return body.strip()
+
+
+def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
+    """The per-episode numbers every aggregate is built from (rewards must be filled)."""
+    reward = episode.tool_reward
+    blocks = [body for turn in episode.calls for body in turn]
+    keys = [call_key(body) for body in blocks]
+    needs_call = bool(episode.task.get("gold_steps"))
+    return {
+        "name_f1": 0.0 if reward is None or reward.penalty else float(reward.name),
+        "arg_match": 0.0 if reward is None or reward.penalty else float(reward.value),
+        "process": float(episode.r_tool),
+        "r_sum": float(episode.r_sum),
+        "success": float((episode.r_tool + episode.r_sum) / 2 >= threshold),
+        "called": float(bool(blocks)),
+        "needs_call": float(needs_call),
+        "calls": float(len(blocks)),
+        "redundant_calls": float(len(keys) - len(set(keys))),
+        "generated_tokens": float(episode.n_generated),
+    }
+
+
+def aggregate(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Means over episodes, no-call accuracy, call recall and the redundant-call rate."""
+    if not rows:
+        return {"n": 0.0}
+    n = len(rows)
+    out = {name: sum(row[name] for row in rows) / n for name in MEAN_METRICS}
+    no_call = [row for row in rows if not row["needs_call"]]
+    with_call = [row for row in rows if row["needs_call"]]
+    if no_call:
+        out["no_call_accuracy"] = sum(1.0 - row["called"] for row in no_call) / len(no_call)
+    if with_call:
+        out["call_recall"] = sum(row["called"] for row in with_call) / len(with_call)
+    total_calls = sum(row["calls"] for row in rows)
+    out["redundant_call_rate"] = sum(row["redundant_calls"] for row in rows) / total_calls if total_calls else 0.0
+    out["n"] = float(n)
+    return out
+
+
+def by_kind(episodes: Sequence[Episode], rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[Mapping[str, float]]] = defaultdict(list)
+    for episode, row in zip(episodes, rows, strict=True):
+        groups[str(episode.task.get("kind", "unknown"))].append(row)
+    return {kind: aggregate(groups[kind]) for kind in sorted(groups)}
+
+
+def pass_at_k(episodes: Sequence[Episode], rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Share of tasks where at least one sampled episode succeeded, overall and per kind."""
+    best: dict[str, tuple[str, float]] = {}
+    for episode, row in zip(episodes, rows, strict=True):
+        kind, seen = str(episode.task.get("kind", "unknown")), best.get(episode.task_id, ("", 0.0))[1]
+        best[episode.task_id] = (kind, max(seen, row["success"]))
+    out = {"pass_at_k": sum(v for _, v in best.values()) / len(best)} if best else {}
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for kind, value in best.values():
+        kinds[kind].append(value)
+    out.update({f"pass_at_k.{kind}": sum(v) / len(v) for kind, v in sorted(kinds.items())})
+    return out
+
+
+def flatten_table(table: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    return {f"{name}.{kind}": value for kind, row in table.items() for name, value in row.items() if name != "n"}
+
+
+def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any,
+                    *, env: Any = None, judge: Any = None) -> dict[str, Any]:
+    """Greedy (and, with eval.pass_k > 1, sampled) in-domain evaluation with real executors.
+
+    Returns {"metrics": flat dict (overall, `<metric>.<kind>`, pass@k), "per_kind": {kind: {...}}}.
+    """
+    tasks = list(tasks)[: params.eval.n_test]
+    env = env if env is not None else env_factory(params, backend="real")
+    score = reward_fn(params, judge)
+    rollout = {"env_factory": env, "max_turns": params.train.max_tool_turns,
+               "max_new_tokens": params.train.max_completion_length, "seed": params.project.seed,
+               "reward_fn": score}
+    threshold = params.eval.success_threshold
+    greedy = run_episodes(model, tokenizer, tasks, temperature=0.0, num_samples=1, **rollout)
+    rows = [episode_metrics(episode, threshold) for episode in greedy]
+    per_kind = by_kind(greedy, rows)
+    metrics = {**aggregate(rows), **flatten_table(per_kind)}
+    if params.eval.pass_k > 1:
+        sampled = run_episodes(model, tokenizer, tasks, temperature=params.train.temperature,
+                               num_samples=params.eval.pass_k, **rollout)
+        metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
+    metrics["pass_k"] = float(params.eval.pass_k)
+    return {"metrics": metrics, "per_kind": per_kind}
+
+
+def evaluate_path(model_path: str | Path, params: Any, split_path: str | Path | None = None) -> dict[str, Any]:
+    """Load a saved policy and evaluate it on `<data.out_dir>/test.jsonl` (or `split_path`)."""
+    from slca.train.policy import load_policy, read_tasks
+
+    model, tokenizer = load_policy(model_path, params)
+    tasks = read_tasks(split_path or Path(params.data.out_dir) / "test.jsonl", limit=params.eval.n_test)
+    return evaluate_policy(model, tokenizer, tasks, params)

@@ -1,0 +1,115 @@
+"""The `evaluate` stage: one trained run through in-domain, BFCL and tau2-bench evaluation.
+
+    slca evaluate --estimator slca --seed 0     # reports/eval/slca-s0.json
+
+The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>`; the in-domain test split
+runs against the real executors; BFCL and tau2 run the policy through a greedy
+`generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically) and in
+the stage's MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from slca.config import Params
+from slca.tracking import log_json, log_metrics, stage_run, write_atomic
+
+
+class EvaluationError(RuntimeError):
+    """A run cannot be evaluated (missing model or data); the message says which path."""
+
+
+def run_dir(params: Params, estimator: str, seed: int) -> Path:
+    return Path(params.train.out_dir) / f"{estimator}-s{seed}"
+
+
+def report_path(params: Params, estimator: str, seed: int) -> Path:
+    return Path(params.eval.out_dir) / f"{estimator}-s{seed}.json"
+
+
+def load_test_tasks(params: Params) -> list[dict[str, Any]]:
+    path = Path(params.data.out_dir) / "test.jsonl"
+    if not path.exists():
+        raise EvaluationError(f"{path} does not exist; run the synthesize stage first")
+    with path.open(encoding="utf-8") as handle:
+        tasks = [json.loads(line) for line in handle if line.strip()]
+    return tasks[: params.eval.n_test]
+
+
+def _numeric(metrics: dict[str, Any], prefix: str) -> dict[str, float]:
+    """Flatten nested dicts of numbers into {"prefix.a.b": value} for MLflow."""
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}.{key}"
+        if isinstance(value, bool):
+            flat[name] = float(value)
+        elif isinstance(value, (int, float)):
+            flat[name] = float(value)
+        elif isinstance(value, dict):
+            flat.update(_numeric(value, name))
+    return flat
+
+
+def evaluate_bfcl(generate_fn: Any, params: Params) -> dict[str, Any]:
+    from slca.eval.bfcl.generation import run_generation
+
+    limit = params.eval.bfcl.limit or None
+    outcome = run_generation(generate_fn, params.eval.bfcl.categories, limit=limit, mode=params.eval.bfcl.mode)
+    return {"accuracy": outcome["accuracy"], "aggregate": outcome["aggregate"], "verdicts": outcome["verdicts"]}
+
+
+def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | None:
+    settings = params.eval.tau2
+    if not settings.enabled:
+        return None
+    try:
+        from slca.eval.tau2_bench import evaluate_tau2
+    except ImportError as error:  # the tau2 extra is optional
+        return {"skipped": f"tau2 not installed ({error})"}
+    endpoint = settings.user_simulator
+    conversational = settings.domain not in ("mock", "telecom")
+    return evaluate_tau2(
+        generate_fn, domain=settings.domain, num_trials=settings.num_trials, task_ids=settings.task_ids,
+        max_steps=settings.max_steps, seed=settings.seed, max_errors=settings.max_errors,
+        task_split=settings.task_split,
+        user_base_url=endpoint.base_url if conversational else None,
+        user_model=endpoint.model if conversational else None,
+        user_api_key=os.environ.get(endpoint.api_key_env, "EMPTY"),
+    )
+
+
+def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
+    """Evaluate `<estimator>-s<seed>`; writes reports/eval/<run>.json and returns the report."""
+    from slca.eval.indomain import evaluate_policy
+    from slca.rollout.hf import make_generate_fn
+    from slca.train.policy import load_policy
+
+    model_dir = run_dir(params, estimator, seed)
+    if not model_dir.exists():
+        raise EvaluationError(f"{model_dir} does not exist; run `slca train --estimator {estimator} --seed {seed}` first")
+    tasks = load_test_tasks(params)
+    model, tokenizer = load_policy(model_dir, params)
+    generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length)
+
+    with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
+        started = time.perf_counter()
+        report: dict[str, Any] = {"run": model_dir.name, "estimator": estimator, "seed": seed}
+        report["indomain"] = evaluate_policy(model, tokenizer, tasks, params)
+        report["bfcl"] = evaluate_bfcl(generate_fn, params)
+        report["tau2"] = evaluate_tau2_bench(generate_fn, params)
+        report["seconds"] = round(time.perf_counter() - started, 2)
+        metrics = _numeric(report["indomain"]["metrics"], "indomain")
+        metrics.update(_numeric(report["bfcl"]["accuracy"], "bfcl"))
+        metrics.update(_numeric(report["bfcl"]["aggregate"], "bfcl"))
+        if report["tau2"] and "metrics" in report["tau2"]:
+            metrics.update(_numeric(report["tau2"]["metrics"], "tau2"))
+        report["metrics"] = metrics
+        log_metrics(metrics)
+        log_json(report, f"eval/{model_dir.name}.json")
+    write_atomic(report_path(params, estimator, seed), json.dumps(report, indent=2, sort_keys=True))
+    return report

@@ -1,0 +1,197 @@
+"""The `llm` backend against a real local HTTP server speaking /v1/chat/completions.
+
+The server is a scripted stand-in for a vLLM endpoint: it reads the incoming request out of the
+prompt and answers with the real executor's output as `<tool_response>` (or, in other modes, messy
+but repairable text, garbage, a non-conforming object, a slow reply, or HTTP 500).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from slca.config import EndpointParams, SimulatorParams
+from slca.simulator import SimulatorSession
+from slca.simulator.cache import ResponseCache
+from slca.simulator.llm import LLMBackend, parse_tool_response
+from slca.simulator.specs import toolset
+from slca.simulator.state import EpisodeState
+from slca.simulator.types import Knobs
+from slca.tools import World, execute, tool_map
+
+TOOLS = tool_map()
+WEATHER = [TOOLS["get_current_weather"], TOOLS["get_forecast"]]
+LIMA = '{"name": "get_current_weather", "arguments": {"city": "Lima"}}'
+
+
+class StandIn(BaseHTTPRequestHandler):
+    """One chat completion per POST; behaviour set by `server.mode`."""
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def do_POST(self):
+        server = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with server.lock:
+            server.requests.append(body)
+            server.inflight += 1
+            server.max_inflight = max(server.max_inflight, server.inflight)
+        try:
+            time.sleep(server.delay_s)
+            if self.path != "/v1/chat/completions" or server.mode == "error500":
+                return self._send(500, {"error": "boom"})
+            self._send(200, completion(body, reply_text(server.mode, body)))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+        finally:
+            with server.lock:
+                server.inflight -= 1
+
+    def _send(self, status, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def reply_text(mode: str, body: dict) -> str:
+    request = json.loads(body["messages"][-1]["content"].split("Incoming request:\n", 1)[1])
+    real = execute(World(7), request["name"], request["arguments"])
+    payload = json.dumps(real.content if real.ok else {"error": real.error})
+    if mode == "good":
+        return f"<tool_response>{payload}</tool_response>"
+    if mode == "messy":  # fenced, no closing tag, trailing comma
+        return "```json\n<tool_response>" + payload[:-1] + ",}\n```"
+    if mode == "nonconforming":
+        return '<tool_response>{"temp": "hot"}</tool_response>'
+    return "Sure! The weather in Lima is lovely today."
+
+
+def completion(body: dict, text: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+@pytest.fixture()
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
+    httpd.daemon_threads = True
+    httpd.mode, httpd.delay_s, httpd.requests = "good", 0.0, []
+    httpd.lock, httpd.inflight, httpd.max_inflight = threading.Lock(), 0, 0
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def sim_params(server, tmp_path, **endpoint) -> SimulatorParams:
+    options = {"timeout_s": 2.0, "retries": 0, "max_concurrency": 2, "model": "sim-model"} | endpoint
+    llm = EndpointParams(base_url=f"http://127.0.0.1:{server.server_port}/v1", **options)
+    return SimulatorParams(backend="llm", llm=llm, cache_path=str(tmp_path / "cache.sqlite"), calibrated_knobs=None)
+
+
+def test_llm_answer_prompt_and_persistent_cache(server, tmp_path):
+    params = sim_params(server, tmp_path)
+    result = SimulatorSession(WEATHER, "llm", params).call(LIMA)
+    assert result.ok and result.source == "llm"
+    assert result.content == execute(World(7), "get_current_weather", {"city": "Lima"}).content
+    sent = server.requests[0]
+    assert sent["model"] == "sim-model"
+    system = sent["messages"][0]["content"]
+    assert system.startswith("You are an API SERVER, NOT an AI assistant")
+    assert '"response"' in system and "<tool_response>" in sent["messages"][2]["content"]
+    again = SimulatorSession(WEATHER, "llm", params).call(LIMA)  # new episode, new backend, same file
+    assert (again.source, again.content, len(server.requests)) == ("cache", result.content, 1)
+
+
+def test_validation_errors_never_reach_the_endpoint(server, tmp_path):
+    session = SimulatorSession(WEATHER, "llm", sim_params(server, tmp_path))
+    assert session.call('{"name": "get_forecast", "arguments": {"city": "Lima"}}').error_class == "missing_required"
+    assert session.call('{"name": "nope", "arguments": {}}').error_class == "unknown_tool"
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(("mode", "source", "stat"), [
+    ("messy", "llm", None), ("garbage", "fallback", "unparsable"), ("nonconforming", "fallback", "nonconforming"),
+])
+def test_replies_are_repaired_or_replaced(server, tmp_path, mode, source, stat):
+    server.mode = mode
+    backend = LLMBackend(sim_params(server, tmp_path))
+    result = SimulatorSession(WEATHER, backend, knobs={}).call(LIMA)
+    spec = toolset(WEATHER)["get_current_weather"]
+    assert result.ok and result.source == source and spec.response_errors(result.content) == []
+    assert result.content["city"] == "Lima"
+    if stat:
+        assert backend.stats[stat] == 1 and len(backend.cache) == 0  # fallbacks are not cached
+
+
+def test_slow_endpoint_times_out_and_falls_back(server, tmp_path):
+    server.mode, server.delay_s = "good", 1.5
+    backend = LLMBackend(sim_params(server, tmp_path, timeout_s=0.3))
+    start = time.perf_counter()
+    result = SimulatorSession(WEATHER, backend, knobs={}).call(LIMA)
+    assert time.perf_counter() - start < 1.2
+    assert result.ok and result.source == "fallback" and backend.stats["endpoint_error"] == 1
+
+
+def test_server_errors_are_retried_then_fall_back(server, tmp_path):
+    server.mode = "error500"
+    backend = LLMBackend(sim_params(server, tmp_path, retries=2))
+    backend.generate.backoff_s = 0.01
+    result = SimulatorSession(WEATHER, backend, knobs={}).call(LIMA)
+    assert result.source == "fallback" and len(server.requests) == 3
+
+
+def test_unreachable_endpoint_falls_back(tmp_path):
+    llm = EndpointParams(base_url="http://127.0.0.1:9/v1", timeout_s=0.5, retries=0)
+    params = SimulatorParams(llm=llm, cache_path=str(tmp_path / "c.sqlite"), calibrated_knobs=None)
+    result = SimulatorSession(WEATHER, "llm", params).call(LIMA)
+    assert result.ok and result.source == "fallback"
+
+
+def test_concurrency_is_bounded(server, tmp_path):
+    server.delay_s = 0.15
+    backend = LLMBackend(sim_params(server, tmp_path, max_concurrency=2))
+    spec = toolset(WEATHER)["get_forecast"]
+    jobs = [(spec, {"city": city, "days": 2}, EpisodeState(i), Knobs())
+            for i, city in enumerate(["Lima", "Quito", "Paris", "Tokyo", "Delhi", "Oslo"])]
+    results = backend.respond_many(jobs)
+    assert [r.content["city"] for r in results] == ["Lima", "Quito", "Paris", "Tokyo", "Delhi", "Oslo"]
+    assert all(r.source == "llm" for r in results)
+    assert server.max_inflight == 2
+
+
+def test_local_callable_backend_and_write_context():
+    prompts = []
+
+    def generate(messages):
+        prompts.append(messages[-1]["content"])
+        return '<tool_response>{"booking_id": "BKG-9001", "status": "cancelled", "refund_amount": 12.5, "currency": "USD"}'
+
+    backend = LLMBackend(generate=generate, cache=ResponseCache(":memory:"))
+    session = SimulatorSession([TOOLS["cancel_booking"], TOOLS["get_booking"]], backend, knobs={})
+    session.state.records[("booking_id", "BKG-9001")] = {"booking_id": "BKG-9001", "status": "confirmed"}
+    result = session.call('{"name": "cancel_booking", "arguments": {"booking_id": "BKG-9001"}}')
+    assert result.source == "llm" and result.content["refund_amount"] == 12.5
+    assert "Known records" in prompts[0] and "confirmed" in prompts[0]
+    assert session.state.records[("booking_id", "BKG-9001")]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('<tool_response>{"a": 1}</tool_response>', {"a": 1}),
+    ('```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
+    ("<tool_response>{'a': True, 'b': None}</tool_response>", {"a": True, "b": None}),
+    ('noise <tool_response> {"a": {"b": "x"}} trailing', {"a": {"b": "x"}}),
+    ("no json here", None), ("[1, 2]", None), (None, None), ("{" * 5000 + "}" * 5000, None),
+])
+def test_parse_tool_response(text, expected):
+    assert parse_tool_response(text) == expected
