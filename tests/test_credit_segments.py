@@ -118,3 +118,19 @@ def test_tag_rule_rejects_mismatched_shapes():
         assert "offsets [T, 2]" in str(error)
     else:
         raise AssertionError("mismatched offsets were accepted")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3), st.booleans(), st.integers(1, 3))
+def test_tag_and_mask_rules_agree_on_well_formed_rollouts(n_calls, think_first, summary_tokens):
+    pieces: list[tuple[str, int]] = []
+    for i in range(n_calls):
+        if think_first:
+            pieces.append((f"Step {i}: I need data. ", 1))
+        pieces += [("<tool_call>", 1), (f'{{"name": "t{i}", "arguments": {{}}}}', 1), ("</tool_call>", 1),
+                   ("<tool_response>", 0), ('{"ok": true}', 0), ("</tool_response>", 0)]
+    pieces += [("Answer. ", 1)] * summary_tokens + [("", 0)]  # trailing padding token
+    text, offsets, learned = _tokenise(pieces)
+    by_tags, by_mask = segment_by_tags(text, offsets, learned), segment_masks(learned)
+    assert bool(segmentations_agree(by_tags, by_mask))
+    assert int(by_mask[1].sum()) == summary_tokens

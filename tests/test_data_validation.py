@@ -16,7 +16,7 @@ from slca.data import stage as stage_module
 from slca.data.stage import validate_rows
 from slca.data.synthesis import synthesize
 
-SMALL = dict(n_train=90, n_val=40, n_test=40)
+SMALL = {"n_train": 90, "n_val": 40, "n_test": 40}
 OUTPUTS = ("data/train.jsonl", "data/val.jsonl", "data/test.jsonl", "data/stats.json", "reports/data_validation.json")
 
 

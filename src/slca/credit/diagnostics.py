@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from slca.credit.advantages import compute_advantages, prepare_inputs
+from slca.credit.advantages import compute_advantages, prepare_inputs, rows_with_tokens
 
 
 def _token_stats(values: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:
@@ -90,8 +90,8 @@ def credit_diagnostics(
     metrics["contamination"] = float((grpo_on_tool - exec_on_tool).abs().mean()) if n_tool else 0.0
     metrics["corr_r_tool_r_sum"] = pearson(x.r_tool, x.r_sum)
     index, groups = x.group_index.cpu(), x.n_groups
-    silent_tool = _silent_group_fraction(x.r_tool.cpu(), tool.any(-1).cpu(), index, groups)
-    silent_sum = _silent_group_fraction(x.r_sum.cpu(), summary.any(-1).cpu(), index, groups)
+    silent_tool = _silent_group_fraction(x.r_tool.cpu(), rows_with_tokens(tool).cpu(), index, groups)
+    silent_sum = _silent_group_fraction(x.r_sum.cpu(), rows_with_tokens(summary).cpu(), index, groups)
     metrics["zero_var_tool_frac"] = float(silent_tool.double().mean())
     metrics["zero_var_summary_frac"] = float(silent_sum.double().mean())
     metrics["zero_var_any_frac"] = float((silent_tool | silent_sum).double().mean())

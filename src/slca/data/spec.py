@@ -73,6 +73,7 @@ class ToolRecipe:
     gist: str  # what the user wants, for refusals: "check today's weather"
     parallel: tuple[str, ...] = ()  # phrasings with {items}
     writes: bool = False  # mutates the world: run on a private copy
+    refusable: bool = True  # False: answerable without tools (plain arithmetic), so never a no_call task
 
     @property
     def key(self) -> str:

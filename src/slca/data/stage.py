@@ -21,7 +21,11 @@ from collections import Counter
 from pathlib import Path
 
 from slca.config import DataParams, Params
-from slca.data.expectations import DataValidationError, raise_for_report, validate_splits
+from slca.data.expectations import (
+    DataValidationError,
+    raise_for_report,
+    validate_splits,
+)
 from slca.data.synthesis import KINDS, SPLITS, required_kinds, synthesize
 from slca.tools import DOMAINS
 

@@ -71,6 +71,8 @@ def recipes_for(kind: str) -> list[ToolRecipe | ChainRecipe]:
         return list(CHAINS)
     if kind == "parallel":
         return [r for r in RECIPES if r.parallel]
+    if kind == "no_call":
+        return [r for r in RECIPES if r.refusable]
     return list(RECIPES)
 
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from slca.data.spec import ChainRecipe, Ctx, Draw, Reject, ToolRecipe, join_items, money, num
+from slca.data.spec import (
+    ChainRecipe,
+    Ctx,
+    Draw,
+    Reject,
+    ToolRecipe,
+    join_items,
+    money,
+    num,
+)
 
 D = "banking"
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from slca.data.spec import ChainRecipe, Ctx, Draw, Reject, ToolRecipe, date_phrase, join_items, shift
+from slca.data.spec import (
+    ChainRecipe,
+    Ctx,
+    Draw,
+    Reject,
+    ToolRecipe,
+    date_phrase,
+    join_items,
+    shift,
+)
 from slca.tools.entities import EVENT_TITLES
 
 D = "calendar"

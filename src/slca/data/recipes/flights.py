@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from slca.data.spec import ChainRecipe, Ctx, Draw, Reject, ToolRecipe, date_phrase, num, shift
+from slca.data.spec import (
+    ChainRecipe,
+    Ctx,
+    Draw,
+    Reject,
+    ToolRecipe,
+    date_phrase,
+    num,
+    shift,
+)
 from slca.tools.entities import FIRST_NAMES, LAST_NAMES
 from slca.tools.world import CITY_BY_NAME
 

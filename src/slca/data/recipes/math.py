@@ -26,7 +26,7 @@ def _convert(ctx: Ctx) -> Draw:
 
 
 CONVERT = ToolRecipe(
-    tool="convert_units", domain=D, sample=_convert, gist="convert units",
+    tool="convert_units", domain=D, sample=_convert, gist="convert units", refusable=False,
     facts=lambda r, d: {"result": num(r["result"])},
     asks=("How many {to} is {what}?", "Convert {what} to {to}.", "What's {what} in {to}?",
           "Please change {what} into {to}.", "I have {what}; how much is that in {to}?",
@@ -67,7 +67,7 @@ def _expression(ctx: Ctx) -> Draw:
 
 
 CALC = ToolRecipe(
-    tool="calculate", domain=D, sample=_expression, gist="do the calculation",
+    tool="calculate", domain=D, sample=_expression, gist="do the calculation", refusable=False,
     facts=lambda r, d: {"result": num(r["result"])},
     asks=("What is {expr}?", "Calculate {expr}.", "Can you work out {expr} for me?",
           "Please evaluate {expr}.", "I need the value of {expr}.", "Quick math: {expr} = ?"),
@@ -86,7 +86,7 @@ def _bill(ctx: Ctx) -> Draw:
 
 
 SPLIT = ToolRecipe(
-    tool="split_bill", domain=D, sample=_bill, gist="split the bill",
+    tool="split_bill", domain=D, sample=_bill, gist="split the bill", refusable=False,
     facts=lambda r, d: {"each": num(r["per_person"]), "with_tip": num(r["total_with_tip"])},
     asks=("Our bill is {total}. Split it between {people} people with a {tip}% tip.",
           "How much does each of {people} people pay on a {total} bill plus {tip}% tip?",

@@ -117,7 +117,7 @@ LATEST = ChainRecipe(
 
 
 def _buy(ctx: Ctx) -> dict:
-    pid, word = _keyword(ctx)
+    _, word = _keyword(ctx)
     shopper = _shopper(ctx)
     return {"q": word, "email": shopper["email"], "qty": str(ctx.rng.choice((1, 1, 2))),
             "street": f"{ctx.rng.randint(1, 250)} Main Street", "city": shopper["city"],

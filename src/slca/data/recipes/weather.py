@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from slca.data.spec import (ChainRecipe, Ctx, Draw, ToolRecipe, date_phrase, human_date, join_items, num,
-                            shift, words)
+from slca.data.spec import (
+    ChainRecipe,
+    Ctx,
+    Draw,
+    ToolRecipe,
+    date_phrase,
+    human_date,
+    join_items,
+    num,
+    shift,
+    words,
+)
 
 D = "weather"
 
