@@ -22,6 +22,7 @@ from slca.credit import compute_advantages, segment_masks
 
 def realistic_masks(batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
     """Response masks [B, T] with multi-run tool turns, env gaps, a summary run and padding."""
+
     def draw(low: int, high: int) -> int:
         return int(torch.randint(low, high + 1, (1,), generator=generator))
 
@@ -31,9 +32,9 @@ def realistic_masks(batch: int, length: int, generator: torch.Generator) -> torc
         turns = 0 if draw(1, 8) == 1 else draw(1, 3)
         for _ in range(turns):
             run = draw(20, 80)
-            mask[b, position:position + run] = 1
+            mask[b, position : position + run] = 1
             position += run + draw(40, 160)
-        mask[b, position:min(length, position + draw(30, 200))] = 1
+        mask[b, position : min(length, position + draw(30, 200))] = 1
     return mask
 
 
@@ -68,13 +69,18 @@ def main() -> None:
     r_sum = torch.rand(args.batch, generator=generator)
     groups = torch.arange(args.batch) // args.group
     learned = tool | summary
-    times = median_us({
-        "grpo": lambda: compute_advantages("grpo", r_tool, r_sum, tool, summary, groups),
-        "slca": lambda: compute_advantages("slca", r_tool, r_sum, tool, summary, groups),
-        "segment_masks": lambda: segment_masks(learned),
-    }, args.repeats)
-    print(f"batch {args.batch} x {args.length} tokens, groups of {args.group}, "
-          f"{torch.get_num_threads()} threads, median of {args.repeats}")
+    times = median_us(
+        {
+            "grpo": lambda: compute_advantages("grpo", r_tool, r_sum, tool, summary, groups),
+            "slca": lambda: compute_advantages("slca", r_tool, r_sum, tool, summary, groups),
+            "segment_masks": lambda: segment_masks(learned),
+        },
+        args.repeats,
+    )
+    print(
+        f"batch {args.batch} x {args.length} tokens, groups of {args.group}, "
+        f"{torch.get_num_threads()} threads, median of {args.repeats}"
+    )
     print(f"grpo          {times['grpo']:10.1f} us")
     print(f"slca          {times['slca']:10.1f} us")
     print(f"ratio         {times['slca'] / times['grpo']:10.2f} x  (target <= 1.5)")

@@ -15,16 +15,18 @@ from typing import Any
 from slca.config import DataParams, Params, TinyModelParams
 
 _TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
-         "intermediate_size": 64, "vocab_size": 500, "max_position_embeddings": 4096}
+         "intermediate_size": 64, "vocab_size": 1500, "max_position_embeddings": 4096}
 
 
 def synthetic_tasks(n: int = 16, seed: int = 7) -> list[dict[str, Any]]:
-    """Train tasks with calls (single / parallel / multi-step) from the in-repo synthesizer."""
+    """Train tasks that need calls and offer one tool (short prompts), from the in-repo synthesizer."""
     from slca.data.synthesis import synthesize
 
-    rows = synthesize(DataParams(n_train=4 * n, n_val=8, n_test=8), seed)["train"]
-    with_calls = [row for row in rows if row["gold_steps"]]
-    return with_calls[:n]
+    rows = synthesize(DataParams(n_train=6 * n, n_val=8, n_test=8), seed)["train"]
+    short = [row for row in rows if row["gold_steps"] and len(row["tools"]) == 1]
+    if len(short) < n:
+        raise ValueError(f"the synthesizer gave {len(short)} one-tool tasks with calls, {n} needed")
+    return short[:n]
 
 
 def make_policy(folder: Path, tasks: list[dict[str, Any]]) -> Path:

@@ -15,7 +15,9 @@ from slca.credit.advantages import EPS
 T = 12
 
 
-def _reference_norm(values: list[float], members: list[bool], groups: list[int], scale: bool) -> list[float]:
+def _reference_norm(
+    values: list[float], members: list[bool], groups: list[int], scale: bool
+) -> list[float]:
     """Loop reference of the per-group segment normalisation (DESIGN §1 step 3)."""
     out = [0.0] * len(values)
     for g in set(groups):
@@ -60,7 +62,9 @@ def batches(draw, all_have_tool: bool = False):
             row[0], row[1], row[2] = 1, 0, 1  # at least two runs: a tool segment exists
         rows.append(row)
     mask = torch.tensor(rows)
-    rewards = st.integers(-20, 20).map(lambda k: k / 20)  # a reward grid keeps float32 error far below atol
+    rewards = st.integers(-20, 20).map(
+        lambda k: k / 20
+    )  # a reward grid keeps float32 error far below atol
     r_tool = draw(st.lists(rewards, min_size=n, max_size=n))
     r_sum = draw(st.lists(rewards, min_size=n, max_size=n))
     groups = draw(st.lists(st.sampled_from([-3, 0, 7, 1000]), min_size=n, max_size=n))
@@ -68,12 +72,18 @@ def batches(draw, all_have_tool: bool = False):
 
 
 @settings(max_examples=60, deadline=None)
-@given(batches(), st.sampled_from(["grpo", "slca", "toolpo", "rltr"]), st.booleans(),
-       st.tuples(st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0.0, 1.0, 3.0])))
+@given(
+    batches(),
+    st.sampled_from(["grpo", "slca", "toolpo", "rltr"]),
+    st.booleans(),
+    st.tuples(st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0.0, 1.0, 3.0])),
+)
 def test_estimators_match_loop_reference(batch, name, scale, weights):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
-    got = compute_advantages(name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights)
+    got = compute_advantages(
+        name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights
+    )
     want = _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights)
     assert got.shape == mask.shape and torch.isfinite(got).all()
     assert torch.allclose(got.double(), want, atol=2e-4, rtol=1e-4)
@@ -97,13 +107,19 @@ def test_weights_scale_each_segment_linearly(batch, w_tool, w_sum):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
     unit = compute_advantages("slca", r_tool, r_sum, tool, summary, groups)
-    scaled = compute_advantages("slca", r_tool, r_sum, tool, summary, groups, weights=(w_tool, w_sum))
+    scaled = compute_advantages(
+        "slca", r_tool, r_sum, tool, summary, groups, weights=(w_tool, w_sum)
+    )
     assert torch.allclose(scaled[tool], w_tool * unit[tool], atol=1e-5)
     assert torch.allclose(scaled[summary], w_sum * unit[summary], atol=1e-5)
 
 
 @settings(max_examples=40, deadline=None)
-@given(batches(), st.randoms(use_true_random=False), st.sampled_from(["grpo", "slca", "toolpo", "rltr"]))
+@given(
+    batches(),
+    st.randoms(use_true_random=False),
+    st.sampled_from(["grpo", "slca", "toolpo", "rltr"]),
+)
 def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
@@ -111,8 +127,14 @@ def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
     rng.shuffle(order)
     rename = {g: 17 * g + 5 for g in set(groups)}
     base = compute_advantages(name, r_tool, r_sum, tool, summary, groups)
-    moved = compute_advantages(name, [r_tool[i] for i in order], [r_sum[i] for i in order],
-                               tool[order], summary[order], [rename[groups[i]] for i in order])
+    moved = compute_advantages(
+        name,
+        [r_tool[i] for i in order],
+        [r_sum[i] for i in order],
+        tool[order],
+        summary[order],
+        [rename[groups[i]] for i in order],
+    )
     assert torch.allclose(moved, base[order], atol=1e-5)
 
 
@@ -147,7 +169,9 @@ def test_members_without_segment_and_lonely_segments_get_zero():
 def test_mean_only_when_std_scaling_is_off():
     mask = torch.tensor([[1, 0, 1]] * 3)
     tool, summary = segment_masks(mask)
-    adv = compute_advantages("slca", [1.0, 0.0, 0.5], [0.0, 0.0, 0.6], tool, summary, [0, 0, 0], scale_std=False)
+    adv = compute_advantages(
+        "slca", [1.0, 0.0, 0.5], [0.0, 0.0, 0.6], tool, summary, [0, 0, 0], scale_std=False
+    )
     assert adv[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0])
     assert adv[:, 2].tolist() == pytest.approx([-0.2, -0.2, 0.4])
 
@@ -170,7 +194,9 @@ def test_toolpo_and_rltr_segment_rules():
     r_tool, r_sum = [1.0, 0.0, 0.5], [0.0, 1.0, 0.5]
     grpo = compute_advantages("grpo", r_tool, r_sum, tool, summary, [0, 0, 0])
     slca = compute_advantages("slca", r_tool, r_sum, tool, summary, [0, 0, 0])
-    toolpo = compute_advantages("toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 1.0))
+    toolpo = compute_advantages(
+        "toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 1.0)
+    )
     rltr = compute_advantages("rltr", r_tool, r_sum, tool, summary, [0, 0, 0])
     assert torch.allclose(toolpo[tool], grpo[tool] + 0.5 * slca[tool])
     assert torch.equal(toolpo[summary], grpo[summary])
@@ -186,6 +212,8 @@ def test_registry_errors_and_extension():
         register("slca")(lambda x: x.tool_mask.float())
     register("test_constant_one")(lambda x: x.tool_mask.float() + x.summary_mask.float())
     assert "test_constant_one" in list_estimators()
-    assert compute_advantages("test_constant_one", [0.0], [0.0], tool, summary, [0]).tolist() == [[1, 0, 1]]
+    assert compute_advantages("test_constant_one", [0.0], [0.0], tool, summary, [0]).tolist() == [
+        [1, 0, 1]
+    ]
     with pytest.raises(ValueError, match="r_sum must have shape"):
         compute_advantages("slca", [0.0], [0.0, 1.0], tool, summary, [0])

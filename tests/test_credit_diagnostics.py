@@ -7,7 +7,12 @@ import math
 import pytest
 import torch
 
-from slca.credit import compute_advantages, credit_diagnostics, segment_gradient_stats, segment_masks
+from slca.credit import (
+    compute_advantages,
+    credit_diagnostics,
+    segment_gradient_stats,
+    segment_masks,
+)
 from slca.credit.diagnostics import pearson
 
 R_TOOL = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.5, 0.5])
@@ -32,7 +37,9 @@ def test_credit_diagnostics_values():
     assert m["adv_tool_mean"] == pytest.approx(0.0, abs=1e-6)
     assert m["adv_tool_absmean"] == pytest.approx(8 * HALF / 12, abs=1e-4)
     assert m["adv_summary_absmean"] == pytest.approx(HALF, abs=1e-4)
-    assert m["corr_r_tool_r_sum"] == pytest.approx(float(torch.corrcoef(torch.stack([R_TOOL, R_SUM]))[0, 1]), abs=1e-6)
+    assert m["corr_r_tool_r_sum"] == pytest.approx(
+        float(torch.corrcoef(torch.stack([R_TOOL, R_SUM]))[0, 1]), abs=1e-6
+    )
     assert m["zero_var_tool_frac"] == pytest.approx(1 / 3)
     assert m["zero_var_summary_frac"] == 0.0
     assert m["zero_var_any_frac"] == pytest.approx(1 / 3)
@@ -46,7 +53,15 @@ def test_slca_has_no_misattribution_against_itself_and_empty_segments_are_zero()
     assert m["misattribution_rate"] == 0.0 and m["contamination"] == pytest.approx(0.0, abs=1e-6)
     only_summary = segment_masks(torch.tensor([[1, 1, 1]] * 2))
     adv = compute_advantages("slca", [0.0, 1.0], [0.0, 1.0], *only_summary, [0, 0])
-    m = credit_diagnostics(adv, adv, None, torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), *only_summary, torch.tensor([0, 0]))
+    m = credit_diagnostics(
+        adv,
+        adv,
+        None,
+        torch.tensor([0.0, 1.0]),
+        torch.tensor([0.0, 1.0]),
+        *only_summary,
+        torch.tensor([0, 0]),
+    )
     assert m["adv_tool_mean"] == 0.0 and m["misattribution_rate"] == 0.0
     assert m["zero_var_tool_frac"] == 1.0 and m["corr_r_tool_r_sum"] == pytest.approx(1.0)
 
@@ -60,11 +75,15 @@ def _tiny_model_and_losses():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(11, 8), torch.nn.Linear(8, 11))
     tokens = torch.randint(0, 11, (3, 6))
-    tool, summary = segment_masks(torch.tensor([[1, 1, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0]]))
+    tool, summary = segment_masks(
+        torch.tensor([[1, 1, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    )
 
     def masked_loss(mask: torch.Tensor) -> torch.Tensor:
         logits = model(tokens[:, :-1])
-        nll = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), tokens[:, 1:].reshape(-1), reduction="none")
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, 11), tokens[:, 1:].reshape(-1), reduction="none"
+        )
         weight = mask[:, 1:].reshape(-1).float()
         return (nll * weight).sum() / weight.sum().clamp(min=1)
 
@@ -82,15 +101,19 @@ def test_segment_gradient_stats_matches_manual_backward_and_keeps_grads():
         grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double())
     assert stats["norm_tool"] == pytest.approx(float(grads[0].norm()), rel=1e-5)
     assert stats["norm_summary"] == pytest.approx(float(grads[1].norm()), rel=1e-5)
-    assert stats["cos"] == pytest.approx(float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)), abs=1e-5)
+    assert stats["cos"] == pytest.approx(
+        float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)), abs=1e-5
+    )
     assert -1.0 <= stats["cos"] <= 1.0
 
 
 def test_segment_gradient_stats_extremes():
-    model, masked_loss, tool, summary = _tiny_model_and_losses()
+    model, masked_loss, tool, _ = _tiny_model_and_losses()
     same = segment_gradient_stats(model, lambda: masked_loss(tool), lambda: masked_loss(tool))
     assert same["cos"] == pytest.approx(1.0, abs=1e-6)
     opposite = segment_gradient_stats(model, lambda: masked_loss(tool), lambda: -masked_loss(tool))
     assert opposite["cos"] == pytest.approx(-1.0, abs=1e-6)
-    nothing = segment_gradient_stats(model, lambda: masked_loss(tool), lambda: masked_loss(torch.zeros_like(tool)))
+    nothing = segment_gradient_stats(
+        model, lambda: masked_loss(tool), lambda: masked_loss(torch.zeros_like(tool))
+    )
     assert nothing["norm_summary"] == 0.0 and nothing["cos"] == 0.0

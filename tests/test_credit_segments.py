@@ -6,7 +6,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca.credit.segments import run_ids, segment_by_tags, segment_masks, segmentations_agree
+from slca.credit.segments import (
+    run_ids,
+    segment_by_tags,
+    segment_masks,
+    segmentations_agree,
+)
 
 masks = st.lists(st.lists(st.integers(0, 1), min_size=1, max_size=24), min_size=1, max_size=6).map(
     lambda rows: torch.tensor([r + [0] * (24 - len(r)) for r in rows])
@@ -28,18 +33,28 @@ def _runs(row: list[int]) -> list[list[int]]:
 
 
 def test_hand_built_rows():
-    mask = torch.tensor([
-        [0, 1, 1, 0, 0, 1, 1, 0],  # tool run, env, summary run
-        [1, 1, 1, 0, 0, 0, 0, 0],  # single run: summary only
-        [0, 0, 0, 0, 0, 0, 0, 0],  # nothing learned
-        [1, 0, 1, 0, 1, 0, 0, 1],  # three tool runs, summary is the last token
-    ])
+    mask = torch.tensor(
+        [
+            [0, 1, 1, 0, 0, 1, 1, 0],  # tool run, env, summary run
+            [1, 1, 1, 0, 0, 0, 0, 0],  # single run: summary only
+            [0, 0, 0, 0, 0, 0, 0, 0],  # nothing learned
+            [1, 0, 1, 0, 1, 0, 0, 1],  # three tool runs, summary is the last token
+        ]
+    )
     tool, summary = segment_masks(mask)
     assert tool.dtype == torch.bool and summary.dtype == torch.bool
     assert tool.int().tolist() == [
-        [0, 1, 1, 0, 0, 0, 0, 0], [0] * 8, [0] * 8, [1, 0, 1, 0, 1, 0, 0, 0]]
+        [0, 1, 1, 0, 0, 0, 0, 0],
+        [0] * 8,
+        [0] * 8,
+        [1, 0, 1, 0, 1, 0, 0, 0],
+    ]
     assert summary.int().tolist() == [
-        [0, 0, 0, 0, 0, 1, 1, 0], [1, 1, 1, 0, 0, 0, 0, 0], [0] * 8, [0, 0, 0, 0, 0, 0, 0, 1]]
+        [0, 0, 0, 0, 0, 1, 1, 0],
+        [1, 1, 1, 0, 0, 0, 0, 0],
+        [0] * 8,
+        [0, 0, 0, 0, 0, 0, 0, 1],
+    ]
 
 
 def test_one_dimensional_row():
@@ -84,10 +99,16 @@ def _tokenise(pieces: list[tuple[str, int]]) -> tuple[str, list[tuple[int, int]]
 
 
 WELL_FORMED = [
-    ("Let me check. ", 1), ("<tool_call>", 1), ('{"name": "get_weather", ', 1),
-    ('"arguments": {"city": "Lima"}}', 1), ("</tool_call>", 1),
-    ("<tool_response>", 0), ('{"temp_c": 19}', 0), ("</tool_response>", 0),
-    ("It is 19 C ", 1), ("in Lima.", 1),
+    ("Let me check. ", 1),
+    ("<tool_call>", 1),
+    ('{"name": "get_weather", ', 1),
+    ('"arguments": {"city": "Lima"}}', 1),
+    ("</tool_call>", 1),
+    ("<tool_response>", 0),
+    ('{"temp_c": 19}', 0),
+    ("</tool_response>", 0),
+    ("It is 19 C ", 1),
+    ("in Lima.", 1),
 ]
 
 
@@ -127,8 +148,14 @@ def test_tag_and_mask_rules_agree_on_well_formed_rollouts(n_calls, think_first, 
     for i in range(n_calls):
         if think_first:
             pieces.append((f"Step {i}: I need data. ", 1))
-        pieces += [("<tool_call>", 1), (f'{{"name": "t{i}", "arguments": {{}}}}', 1), ("</tool_call>", 1),
-                   ("<tool_response>", 0), ('{"ok": true}', 0), ("</tool_response>", 0)]
+        pieces += [
+            ("<tool_call>", 1),
+            (f'{{"name": "t{i}", "arguments": {{}}}}', 1),
+            ("</tool_call>", 1),
+            ("<tool_response>", 0),
+            ('{"ok": true}', 0),
+            ("</tool_response>", 0),
+        ]
     pieces += [("Answer. ", 1)] * summary_tokens + [("", 0)]  # trailing padding token
     text, offsets, learned = _tokenise(pieces)
     by_tags, by_mask = segment_by_tags(text, offsets, learned), segment_masks(learned)

@@ -17,12 +17,17 @@ def block(body: str) -> str:
 
 
 def test_well_formed_parallel_calls():
-    text = block('{"name": "get_weather", "arguments": {"city": "Lima"}}') + "\n" + block(
-        '{"name": "get_time", "arguments": "{\\"zone\\": \\"UTC\\"}"}')
+    text = (
+        block('{"name": "get_weather", "arguments": {"city": "Lima"}}')
+        + "\n"
+        + block('{"name": "get_time", "arguments": "{\\"zone\\": \\"UTC\\"}"}')
+    )
     parsed = parse_tool_calls(text, KNOWN)
     assert parsed.n_blocks == 2 and parsed.n_valid == 2
-    assert parsed.calls == [{"name": "get_weather", "arguments": {"city": "Lima"}},
-                            {"name": "get_time", "arguments": {"zone": "UTC"}}]
+    assert parsed.calls == [
+        {"name": "get_weather", "arguments": {"city": "Lima"}},
+        {"name": "get_time", "arguments": {"zone": "UTC"}},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -34,7 +39,12 @@ def test_well_formed_parallel_calls():
         (block('{"name": "get_weather", "arguments": [1]}'), 0, 1, 0),  # arguments not a dict
         (block('{"name": "get_weather"}'), 0, 1, 0),  # arguments missing
         (block('{"name": 3, "arguments": {}}'), 0, 1, 0),  # name not a string
-        (block('{"name": "launch_rocket", "arguments": {}}'), 0, 1, 1),  # unknown tool: listed, not valid
+        (
+            block('{"name": "launch_rocket", "arguments": {}}'),
+            0,
+            1,
+            1,
+        ),  # unknown tool: listed, not valid
         ('<tool_call>{"name": "get_time", "arguments": {}}', 0, 1, 0),  # never closed
         ('{"name": "get_time", "arguments": {}}</tool_call>', 0, 1, 0),  # never opened
         ('<tool_call>oops <tool_call>{"name": "get_time", "arguments": {}}</tool_call>', 1, 2, 1),
@@ -58,8 +68,30 @@ def test_non_string_inputs_never_raise():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", "{", "}", '"name"', ":", '"get_time"',
-                                 ",", '"arguments"', "{}", " ", "x", "[", "\\", '"']), max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<tool_call>",
+                "</tool_call>",
+                "{",
+                "}",
+                '"name"',
+                ":",
+                '"get_time"',
+                ",",
+                '"arguments"',
+                "{}",
+                " ",
+                "x",
+                "[",
+                "\\",
+                '"',
+            ]
+        ),
+        max_size=40,
+    )
+)
 def test_parser_never_raises_and_counts_stay_consistent(pieces):
     text = "".join(pieces)
     parsed = parse_tool_calls(text, KNOWN)
@@ -70,10 +102,19 @@ def test_parser_never_raises_and_counts_stay_consistent(pieces):
 @pytest.mark.parametrize(
     ("expected", "actual", "equal"),
     [
-        ("Lima", "  lima ", True), (5, "5.0", True), ("5", 5.0, True), (5, 6, False),
-        (True, "true", True), ("False", False, True), (True, 1, False), (1, "one", False),
-        ({"b": 1, "a": "X"}, {"a": "x", "b": "1"}, True), ([1, 2], [2, 1], False),
-        (["a", 2], ["A", "2"], True), (None, None, True), (None, "none", False),
+        ("Lima", "  lima ", True),
+        (5, "5.0", True),
+        ("5", 5.0, True),
+        (5, 6, False),
+        (True, "true", True),
+        ("False", False, True),
+        (True, 1, False),
+        (1, "one", False),
+        ({"b": 1, "a": "X"}, {"a": "x", "b": "1"}, True),
+        ([1, 2], [2, 1], False),
+        (["a", 2], ["A", "2"], True),
+        (None, None, True),
+        (None, "none", False),
     ],
 )
 def test_loose_equality(expected, actual, equal):

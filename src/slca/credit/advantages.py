@@ -104,7 +104,9 @@ def rows_with_tokens(mask: Tensor) -> Tensor:
     return mask.view(torch.uint8).amax(dim=-1).bool()  # ~20x faster than Tensor.any on CPU
 
 
-def segment_tokens(a_tool: Tensor, a_sum: Tensor, tool_mask: Tensor, summary_mask: Tensor) -> Tensor:
+def segment_tokens(
+    a_tool: Tensor, a_sum: Tensor, tool_mask: Tensor, summary_mask: Tensor
+) -> Tensor:
     """Place per-row tool/summary advantages on their tokens; 0 elsewhere."""
     a_tool, a_sum = a_tool.to(TOKEN_DTYPE), a_sum.to(TOKEN_DTYPE)
     on_summary = torch.where(summary_mask, a_sum.unsqueeze(-1), a_sum.new_zeros(()))
@@ -119,11 +121,6 @@ def _global_advantage(x: AdvantageInputs) -> Tensor:
 def _tool_advantage(x: AdvantageInputs) -> Tensor:
     has_tool = rows_with_tokens(x.tool_mask)
     return group_normalise(x.r_tool, has_tool, x.group_index, x.n_groups, x.scale_std)
-
-
-def _summary_advantage(x: AdvantageInputs) -> Tensor:
-    has_summary = rows_with_tokens(x.summary_mask)
-    return group_normalise(x.r_sum, has_summary, x.group_index, x.n_groups, x.scale_std)
 
 
 @register("grpo")
@@ -149,7 +146,9 @@ def toolpo(x: AdvantageInputs) -> Tensor:
     """Tool tokens A_global + λ_tool·Â_tool; summary tokens λ_sum·A_global."""
     a_global = _global_advantage(x)
     w_tool, w_sum = x.weights
-    return segment_tokens(a_global + w_tool * _tool_advantage(x), w_sum * a_global, x.tool_mask, x.summary_mask)
+    return segment_tokens(
+        a_global + w_tool * _tool_advantage(x), w_sum * a_global, x.tool_mask, x.summary_mask
+    )
 
 
 @register("rltr")
@@ -159,10 +158,14 @@ def rltr(x: AdvantageInputs) -> Tensor:
     return segment_tokens(a_tool, torch.zeros_like(a_tool), x.tool_mask, x.summary_mask)
 
 
-def _as_rewards(values: Tensor | list[float], name: str, batch: int, device: torch.device) -> Tensor:
+def _as_rewards(
+    values: Tensor | list[float], name: str, batch: int, device: torch.device
+) -> Tensor:
     tensor = torch.as_tensor(values, dtype=torch.float64, device=device)  # lists stay exact
     if tensor.shape != (batch,):
-        raise ValueError(f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}")
+        raise ValueError(
+            f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}"
+        )
     return tensor
 
 
@@ -196,10 +199,20 @@ def prepare_inputs(
     unique, group_index = torch.unique(groups, return_inverse=True)
     if penalty is not None:
         flagged = torch.as_tensor(penalty, device=device).bool()
+        if flagged.shape != (batch,):
+            raise ValueError(f"penalty must have shape ({batch},); got {tuple(flagged.shape)}")
         rt = torch.where(flagged, torch.zeros_like(rt), rt)
         rs = torch.where(flagged, torch.full_like(rs, penalty_value), rs)
-    return AdvantageInputs(rt, rs, tool, summary, group_index, int(unique.numel()), scale_std,
-                           (float(weights[0]), float(weights[1])))
+    return AdvantageInputs(
+        rt,
+        rs,
+        tool,
+        summary,
+        group_index,
+        int(unique.numel()),
+        scale_std,
+        (float(weights[0]), float(weights[1])),
+    )
 
 
 def compute_advantages(
@@ -217,6 +230,15 @@ def compute_advantages(
 ) -> Tensor:
     """[B, T] token advantages under estimator `name` (see the module docstring)."""
     estimator = get_estimator(name)
-    inputs = prepare_inputs(r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std,
-                            weights=weights, penalty=penalty, penalty_value=penalty_value)
+    inputs = prepare_inputs(
+        r_tool,
+        r_sum,
+        tool_mask,
+        summary_mask,
+        group_ids,
+        scale_std=scale_std,
+        weights=weights,
+        penalty=penalty,
+        penalty_value=penalty_value,
+    )
     return estimator(inputs)

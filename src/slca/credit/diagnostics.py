@@ -3,8 +3,8 @@
 `credit_diagnostics` returns flat float metrics ready for MLflow:
 - `adv_{tool,summary}_{mean,std,absmean}`: token statistics of the active advantages per segment;
 - `misattribution_rate`: fraction of tool tokens whose GRPO advantage has the opposite sign of
-  their execution advantage (the segment-locked tool advantage Â_tool); a zero on either side
-  is not counted as a disagreement;
+  their execution advantage (the segment-locked tool advantage Â_tool); a value within 1e-6 of
+  zero on either side is not counted as a disagreement;
 - `contamination`: mean |A_grpo − Â_tool| over tool tokens (how much summary reward leaks in);
 - `corr_r_tool_r_sum`: Pearson correlation of R_tool and R_sum in the batch (0 when undefined);
 - `zero_var_{tool,summary}_frac`, `zero_var_any_frac`: fraction of groups in which a segment
@@ -46,7 +46,7 @@ def pearson(x: Tensor, y: Tensor) -> float:
     return float((dx * dy).sum()) / denominator if denominator > 1e-12 else 0.0
 
 
-def _silent_group_fraction(
+def _silent_groups(
     values: Tensor, members: Tensor, group_index: Tensor, n_groups: int
 ) -> Tensor:
     """Bool [G]: the segment has < 2 members in the group or their values are all equal."""
@@ -58,6 +58,12 @@ def _silent_group_fraction(
     big = big.scatter_reduce(0, group_index[members], v[members], reduce="amax")
     small = small.scatter_reduce(0, group_index[members], v[members], reduce="amin")
     return (count < 2) | ((big - small) <= 1e-12)
+
+
+def _opposite_signs(first: Tensor, second: Tensor, tolerance: float = 1e-6) -> Tensor:
+    """Bool: both values are clearly non-zero and of opposite sign (float noise is not a sign)."""
+    clear = (first.abs() > tolerance) & (second.abs() > tolerance)
+    return clear & (first * second < 0)
 
 
 def credit_diagnostics(
@@ -75,23 +81,38 @@ def credit_diagnostics(
 ) -> dict[str, float]:
     """Flat metrics (see the module docstring). `adv_tool_only` is Â_tool on tool tokens (the
     `rltr` estimator with unit weights); it is computed here when None."""
-    x = prepare_inputs(r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std,
-                       penalty=penalty)
+    x = prepare_inputs(
+        r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std, penalty=penalty
+    )
     if adv_tool_only is None:
-        adv_tool_only = compute_advantages("rltr", x.r_tool, x.r_sum, x.tool_mask, x.summary_mask,
-                                           x.group_index, scale_std=scale_std)
+        adv_tool_only = compute_advantages(
+            "rltr",
+            x.r_tool,
+            x.r_sum,
+            x.tool_mask,
+            x.summary_mask,
+            x.group_index,
+            scale_std=scale_std,
+        )
     tool, summary = x.tool_mask, x.summary_mask
-    metrics = {**_token_stats(adv_active, tool, "adv_tool"), **_token_stats(adv_active, summary, "adv_summary")}
+    metrics = {
+        **_token_stats(adv_active, tool, "adv_tool"),
+        **_token_stats(adv_active, summary, "adv_summary"),
+    }
     n_tool = int(tool.sum())
     grpo_on_tool, exec_on_tool = adv_grpo[tool].double(), adv_tool_only[tool].double()
     metrics["misattribution_rate"] = (
-        float((grpo_on_tool * exec_on_tool < 0).double().mean()) if n_tool else 0.0
+        float(_opposite_signs(grpo_on_tool, exec_on_tool).double().mean()) if n_tool else 0.0
     )
     metrics["contamination"] = float((grpo_on_tool - exec_on_tool).abs().mean()) if n_tool else 0.0
     metrics["corr_r_tool_r_sum"] = pearson(x.r_tool, x.r_sum)
     index, groups = x.group_index.cpu(), x.n_groups
-    silent_tool = _silent_group_fraction(x.r_tool.cpu(), rows_with_tokens(tool).cpu(), index, groups)
-    silent_sum = _silent_group_fraction(x.r_sum.cpu(), rows_with_tokens(summary).cpu(), index, groups)
+    silent_tool = _silent_groups(
+        x.r_tool.cpu(), rows_with_tokens(tool).cpu(), index, groups
+    )
+    silent_sum = _silent_groups(
+        x.r_sum.cpu(), rows_with_tokens(summary).cpu(), index, groups
+    )
     metrics["zero_var_tool_frac"] = float(silent_tool.double().mean())
     metrics["zero_var_summary_frac"] = float(silent_sum.double().mean())
     metrics["zero_var_any_frac"] = float((silent_tool | silent_sum).double().mean())
@@ -100,9 +121,9 @@ def credit_diagnostics(
 
 def _flat_grad(loss: Tensor, params: list[torch.nn.Parameter]) -> Tensor:
     grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return torch.cat([
-        (g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)
-    ]).double()
+    return torch.cat(
+        [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)]
+    ).double()
 
 
 def segment_gradient_stats(

@@ -74,8 +74,10 @@ def gold_calls(row: Mapping) -> list[dict]:
 
 
 def prompt_text(row: Mapping) -> str:
-    """System and user contents joined: what the policy reads before the tool schemas."""
-    return "\n".join(str(m.get("content", "")) for m in row.get("messages") or [] if isinstance(m, dict))
+    """What the policy reads before answering: system and user contents plus the offered tool schemas."""
+    texts = [str(m.get("content", "")) for m in row.get("messages") or [] if isinstance(m, dict)]
+    texts += [json.dumps(t, sort_keys=True, separators=(",", ":")) for t in row.get("tools") or []]
+    return "\n".join(texts)
 
 
 def _messages_ok(row: Mapping) -> bool:

@@ -31,7 +31,7 @@ SYSTEM_PROMPT = ("You are a helpful assistant that can call tools. Today is {tod
                  "tools when they help with the request, and answer only from what the tool results "
                  "say. If none of the available tools can answer the request, do not call any; say so "
                  "plainly instead.")
-OPENERS = ("", "", "", "Hi! ", "Hello. ", "Hey, ", "Quick question: ", "Good morning! ")
+OPENERS = ("", "", "", "Hi! ", "Hello. ", "Hey there! ", "Quick question: ", "Good morning! ")
 CLOSERS = ("", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " I'd appreciate it.")
 REFUSALS = ("Sorry, I can't {gist} with the tools I have here; they only cover {areas}.",
             "I'm not able to {gist}: none of my available tools can do that (I only have {areas} tools).",

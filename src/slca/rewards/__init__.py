@@ -7,7 +7,13 @@ penalty total (−0.5), so R_tool + R_sum equals that total (DESIGN §1).
 
 from slca.rewards.execution import ToolReward, ToolRewardWeights, execution_reward
 from slca.rewards.parsing import ParsedCalls, parse_tool_calls
-from slca.rewards.preference import Judge, JudgeFailure, get_judge, list_judges, summary_reward
+from slca.rewards.preference import (
+    Judge,
+    JudgeFailure,
+    get_judge,
+    list_judges,
+    summary_reward,
+)
 
 
 def rollout_rewards(tool_reward: ToolReward, r_sum: float) -> tuple[float, float]:

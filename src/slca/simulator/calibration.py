@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +105,27 @@ def check_search_knobs(names: list[str]) -> None:
 
 
 def split_items(items: list[CalibItem], heldout_fraction: float, seed: int) -> tuple[list, list]:
-    """Search and held-out halves, split by row so one row's calls never straddle them."""
+    """Search and held-out halves split by row (no row straddles them), stratified by call kind:
+    rows holding rare kinds are placed first, each on the side whose share of its kinds lags most."""
     import random
 
-    rows = sorted({item.row_id for item in items})
-    random.Random(f"split|{seed}").shuffle(rows)
-    n_heldout = min(len(rows) - 1, max(1, round(len(rows) * heldout_fraction))) if len(rows) > 1 else 0
-    held = set(rows[:n_heldout])
+    rng = random.Random(f"split|{seed}")
+    kinds_of: dict[str, Counter] = {}
+    for item in items:
+        kinds_of.setdefault(item.row_id, Counter())[item.kind] += 1
+    total = sum(kinds_of.values(), Counter())
+    rows = sorted(kinds_of)
+    rng.shuffle(rows)
+    rows.sort(key=lambda row: min(total[k] for k in kinds_of[row]))
+    share = {True: heldout_fraction, False: 1 - heldout_fraction}
+    placed: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    held = set()
+    for row in rows:
+        lag = {side: sum(share[side] - placed[side][k] / total[k] for k in kinds_of[row]) for side in (True, False)}
+        side = lag[True] > lag[False] or (lag[True] == lag[False] and rng.random() < heldout_fraction)
+        placed[side].update(kinds_of[row])
+        if side:
+            held.add(row)
     return [i for i in items if i.row_id not in held], [i for i in items if i.row_id in held]
 
 

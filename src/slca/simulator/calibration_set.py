@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ def build_items(rows: list[dict], n_calls: int, perturbations_per_call: int, see
     order = list(rows)
     rng.shuffle(order)
     items: list[CalibItem] = []
+    used: Counter[str] = Counter()
     n_gold = 0
     for row in order:
         specs = toolset(row.get("tools", []))
@@ -64,22 +66,22 @@ def build_items(rows: list[dict], n_calls: int, perturbations_per_call: int, see
                 spec = specs.get(call["name"])
                 if spec is not None:
                     items.extend(perturbed_items(row, tuple(done), call, spec, perturbations_per_call,
-                                                 n_gold, rng))
+                                                 used, rng))
                 done.append(call)
     return items
 
 
-def perturbed_items(row: dict, prefix: tuple, call: dict, spec: ToolSpec, count: int, offset: int,
+def perturbed_items(row: dict, prefix: tuple, call: dict, spec: ToolSpec, count: int, used: Counter,
                     rng: random.Random) -> list[CalibItem]:
-    """The first `count` applicable perturbations, starting at a rotating position."""
-    names = list(PERTURBATIONS)
+    """`count` applicable perturbations, least-used kinds first (rare kinds get every chance)."""
+    order = sorted(PERTURBATIONS, key=lambda name: (used[name], rng.random()))
     out = []
-    for k in range(len(names)):
+    for name in order:
         if len(out) >= count:
             break
-        name = names[(offset * count + k) % len(names)]
         changed = PERTURBATIONS[name](json.loads(json.dumps(call)), spec, rng)
         if changed is not None:
+            used[name] += 1
             out.append(CalibItem(row["id"], row["tools"], prefix, changed, name))
     return out
 
@@ -164,8 +166,11 @@ def bad_format(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
         return None
     key = rng.choice(keys)
     value = call["arguments"][key]
-    if _properties(spec)[key].get("format") == "date" and len(value) == 10:
+    fmt = _properties(spec)[key].get("format")
+    if fmt == "date" and len(value) == 10:
         call["arguments"][key] = f"{value[8:10]}/{value[5:7]}/{value[0:4]}"  # DD/MM/YYYY
+    elif fmt == "email":
+        call["arguments"][key] = value.replace("@", " at ") if "@" in value else value
     else:
         call["arguments"][key] = f"{value}?"
     return call

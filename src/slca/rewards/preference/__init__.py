@@ -31,7 +31,9 @@ class JudgeFailure(RuntimeError):
 class Judge(Protocol):
     """Scores a summary in [0, 1]."""
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float: ...
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str
+    ) -> float: ...
 
 
 _JUDGES: dict[str, Callable[..., Judge]] = {}
@@ -78,7 +80,7 @@ def summary_reward(
         return 0.0
     try:
         value = float(judge.score(text, responses, list(reference or []), request or ""))
-    except Exception as error:  # any judge error costs the rollout its summary reward, not the run
+    except Exception as error:  # noqa: BLE001  (any judge error costs the rollout its summary reward, not the run)
         log.warning("JUDGE_FAILURE %s: %s", type(judge).__name__, error)
         return 0.0
     if math.isnan(value):
@@ -87,6 +89,6 @@ def summary_reward(
     return min(1.0, max(0.0, value))
 
 
-from slca.rewards.preference import embedding, llm, rule  # noqa: E402,F401  (register judges)
+from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
 
 __all__ = ["Judge", "JudgeFailure", "get_judge", "list_judges", "register_judge", "summary_reward"]

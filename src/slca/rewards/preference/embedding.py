@@ -49,7 +49,9 @@ def load_encoder(model_path: str, device: str) -> tuple[Any, Any]:
 class EmbeddingJudge:
     """Cosine similarity of MiniLM sentence embeddings (module docstring)."""
 
-    def __init__(self, model_path: str | None = None, device: str = "cpu", max_length: int = 256) -> None:
+    def __init__(
+        self, model_path: str | None = None, device: str = "cpu", max_length: int = 256
+    ) -> None:
         self.model_path = str(model_path or bundled_model_path())
         self.device = device
         self.max_length = max_length
@@ -58,8 +60,9 @@ class EmbeddingJudge:
     @torch.no_grad()
     def embed(self, texts: list[str]) -> torch.Tensor:
         """L2-normalised mean-pooled embeddings [N, D]."""
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                               return_tensors="pt").to(self.device)
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        ).to(self.device)
         hidden = self.model(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
@@ -70,7 +73,9 @@ class EmbeddingJudge:
         vectors = self.embed([first, second])
         return float(vectors[0] @ vectors[1])
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str
+    ) -> float:
         target = " ".join(reference).strip() or " ".join(tool_responses).strip() or request.strip()
         if not target:
             raise JudgeFailure("embedding judge: nothing to compare the summary with")

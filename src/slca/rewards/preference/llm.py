@@ -29,12 +29,16 @@ _SCORE_LINE = re.compile(r"score\s*[:=]?\s*\**\s*([1-5])\b", re.IGNORECASE)
 _ANY_GRADE = re.compile(r"(?<![\d.])([1-5])(?![\d.])")
 
 
-def judge_messages(summary: str, tool_responses: list[str], reference: list[str], request: str) -> list[dict[str, str]]:
+def judge_messages(
+    summary: str, tool_responses: list[str], reference: list[str], request: str
+) -> list[dict[str, str]]:
     """Chat messages asking for a rubric grade of one summary."""
     evidence = "\n".join(f"<tool_response>{r}</tool_response>" for r in tool_responses) or "(none)"
     facts = "\n".join(f"- {f}" for f in reference) or "(none listed)"
-    user = (f"User request:\n{request}\n\nTool responses:\n{evidence}\n\n"
-            f"Facts the answer should state:\n{facts}\n\nAssistant's final answer:\n{summary}")
+    user = (
+        f"User request:\n{request}\n\nTool responses:\n{evidence}\n\n"
+        f"Facts the answer should state:\n{facts}\n\nAssistant's final answer:\n{summary}"
+    )
     return [{"role": "system", "content": RUBRIC}, {"role": "user", "content": user}]
 
 
@@ -57,6 +61,7 @@ class LLMJudge:
         retries: int = 2,
         retry_backoff_s: float = 0.5,
         max_tokens: int = 16,
+        trust_env: bool = True,
     ) -> None:
         if timeout_s <= 0 or retries < 0:
             raise ValueError("llm judge needs timeout_s > 0 and retries >= 0")
@@ -67,10 +72,26 @@ class LLMJudge:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.max_tokens = max_tokens
+        self.trust_env = trust_env  # False ignores HTTP(S)_PROXY variables, e.g. for a local server
+        self._client: Any = None
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
         return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _http(self) -> Any:
+        """One pooled httpx client per judge, built on first use."""
+        import httpx
+
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout_s, trust_env=self.trust_env)
+        return self._client
+
+    def close(self) -> None:
+        """Release the pooled connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def _post(self, payload: dict[str, Any]) -> str:
         import httpx
@@ -80,7 +101,7 @@ class LLMJudge:
             if attempt:
                 time.sleep(self.retry_backoff_s * attempt)
             try:
-                response = httpx.post(self.url, json=payload, headers=self._headers(), timeout=self.timeout_s)
+                response = self._http().post(self.url, json=payload, headers=self._headers())
             except httpx.HTTPError as error:  # connect errors and timeouts are worth a retry
                 last_error = error
                 continue
@@ -88,11 +109,17 @@ class LLMJudge:
                 last_error = JudgeFailure(f"{self.url} answered HTTP {response.status_code}")
                 continue
             if response.status_code != 200:
-                raise JudgeFailure(f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
+                raise JudgeFailure(
+                    f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+                )
             return _message_content(response.text, self.url)
-        raise JudgeFailure(f"llm judge at {self.url} failed after {self.retries + 1} tries: {last_error}")
+        raise JudgeFailure(
+            f"llm judge at {self.url} failed after {self.retries + 1} tries: {last_error}"
+        )
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str
+    ) -> float:
         payload = {
             "model": self.model,
             "messages": judge_messages(summary, tool_responses, reference, request),
@@ -111,7 +138,9 @@ def _message_content(body: str, url: str) -> str:
     try:
         content = json.loads(body)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise JudgeFailure(f"{url} did not answer in the chat-completions format: {body[:120]!r}") from error
+        raise JudgeFailure(
+            f"{url} did not answer in the chat-completions format: {body[:120]!r}"
+        ) from error
     if not isinstance(content, str):
         raise JudgeFailure(f"{url} returned no text content")
     return content

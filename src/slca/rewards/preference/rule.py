@@ -21,7 +21,19 @@ from slca.rewards.preference import register_judge
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?|\d+(?:\.\d+)?")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+")
-_COMMON_CAPITALISED = {"i", "i'm", "i've", "i'll", "ok", "okay", "yes", "no", "note", "sorry", "please"}
+_COMMON_CAPITALISED = {
+    "i",
+    "i'm",
+    "i've",
+    "i'll",
+    "ok",
+    "okay",
+    "yes",
+    "no",
+    "note",
+    "sorry",
+    "please",
+}
 
 
 def _to_float(text: str) -> float | None:
@@ -125,7 +137,9 @@ class RuleJudge:
         self.max_chars = max_chars
         self.threshold = fact_match_threshold
 
-    def components(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> dict[str, float]:
+    def components(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str
+    ) -> dict[str, float]:
         sources = "\n".join([*tool_responses, request])
         return {
             "faithfulness": faithfulness(summary, sources),
@@ -133,7 +147,9 @@ class RuleJudge:
             "concision": concision(summary, self.max_chars),
         }
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str
+    ) -> float:
         parts = self.components(summary, tool_responses, reference, request)
         w_f, w_c, w_n = self.weights
         return w_f * parts["faithfulness"] + w_c * parts["coverage"] + w_n * parts["concision"]

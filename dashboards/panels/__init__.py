@@ -1,0 +1,1 @@
+"""Pages of the SLCA-GRPO dashboard; each module renders one tab from `slca.dashboard_data`."""

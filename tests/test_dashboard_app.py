@@ -1,0 +1,102 @@
+"""The Streamlit app for real (`streamlit.testing.v1.AppTest`) against a populated SQLite MLflow store."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO_ROOT
+from dashboard_fixtures import populate_store, write_project
+
+APP = str(REPO_ROOT / "dashboards" / "app.py")
+TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """(uri, project folder) with train/evaluate runs in MLflow and reports on disk."""
+    root = tmp_path_factory.mktemp("dashboard")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    populate_store(uri, root / "artifacts", root)
+    write_project(root / "project")
+    return uri, root / "project"
+
+
+def run_app(monkeypatch, uri: str, folder) -> AppTest:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("SLCA_PROJECT_DIR", str(folder))
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    return app
+
+
+def markdown_text(app: AppTest) -> str:
+    return "\n".join(m.value for m in app.markdown)
+
+
+def test_app_renders_all_pages_from_the_store(project, monkeypatch):
+    uri, folder = project
+    app = run_app(monkeypatch, uri, folder)
+    assert app.title[0].value == "SLCA-GRPO: where the credit went"
+    assert [h.value for h in app.header] == ["Credit attribution", "Training curves", "Evaluation comparison",
+                                             "Simulator fidelity"]
+    assert [t.label for t in app.tabs] == ["Credit attribution", "Training curves", "Evaluation comparison",
+                                           "Simulator fidelity"]
+
+    # credit attribution: the newest train run (grpo) has no samples; the slca run does
+    assert app.selectbox(key="credit_run").value.estimator == "grpo"
+    assert any("has no advantage samples yet" in i.value for i in app.info)
+    app.selectbox(key="credit_run").select_index(1).run()
+    assert not app.exception
+    assert app.selectbox(key="credit_step").value == 1
+    page = markdown_text(app)
+    assert page.count("&lt;tool_call&gt;") == 2  # the same rollout under slca and under grpo
+    assert "**slca** (active estimator)" in page and "**grpo** (same rollout" in page
+    assert "slca-env" in page and "environment (masked)" in page
+    segments = app.dataframe[0].value
+    assert segments.loc["tool", "mean A (estimator)"] == pytest.approx(0.8)
+    assert segments.loc["tool", "mean A (GRPO)"] == pytest.approx(-0.5)
+    assert [w.value for w in app.warning] == [
+        "sign disagreement on the tool segment: slca gives +0.8000, GRPO gives -0.5000"]
+    assert {m.label: m.value for m in app.metric}["r_tool"] == "1.000"
+
+    # the second rollout: the summary now disagrees in sign
+    app.selectbox(key="credit_rollout").select_index(1).run()
+    assert not app.exception
+    assert [w.value for w in app.warning] == [
+        "sign disagreement on the tool segment: slca gives -0.7000, GRPO gives +0.2500"]
+    assert {m.label: m.value for m in app.metric}["r_sum"] == "0.900"
+
+    # training curves: one chart per default metric
+    assert sorted(label.split(" ")[0] for label in app.multiselect(key="curve_runs").value) == ["grpo-s0", "slca-s0"]
+    assert app.multiselect(key="curve_Rewards").value == ["reward", "rewards/r_tool/mean"]
+    assert app.multiselect(key="curve_Credit diagnostics").value == ["credit/misattribution_rate"]
+    assert {"**reward**", "**rewards/components/fmt**", "**credit/misattribution_rate**"} <= {
+        m.value for m in app.markdown}
+    assert len(app.get("arrow_line_chart") or app.get("arrow_vega_lite_chart")) == 4
+
+    # evaluation: mean ± std over seeds, MLflow runs plus the on-disk report
+    table = next(d.value for d in app.dataframe if "indomain.success" in d.value.columns
+                 and d.value.index.name == "estimator")
+    assert table.loc["slca", "indomain.success"] == "0.550 ± 0.071 (n=2)"
+    assert table.loc["grpo", "indomain.success"] == "0.300 ± 0.000 (n=1)"
+    assert table.loc["toolpo", "indomain.success"] == "0.450 ± 0.000 (n=1)"
+    assert "# Comparison" in page or "# Comparison" in markdown_text(app)
+
+    # simulator fidelity: headline metrics and the calibration table from reports/calibration.json
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["held-out error-agreement F1"] == "0.934"
+    assert metrics["latency (µs, simulator)"] == "42.5"
+    calibration = next(d.value for d in app.dataframe if d.value.index.name == "metric")
+    assert calibration.loc["value_agreement", "tuned, held out"] == pytest.approx(0.75)
+    assert len(app.get("imgs")) == 1  # the plot, drawn from the report (no PNG on disk)
+
+
+def test_app_says_what_to_do_without_a_store(tmp_path, monkeypatch):
+    app = run_app(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
+    infos = [i.value for i in app.info]
+    assert sum(f"no tracking store at {tmp_path / 'mlflow.db'}: run `make run` first" in i for i in infos) == 2
+    assert any(i.startswith("no evaluate runs in sqlite:///") and "run `make run` first" in i for i in infos)
+    assert any(i.startswith("no simulator calibration yet") for i in infos)
+    assert not (tmp_path / "mlflow.db").exists()
