@@ -4,6 +4,8 @@ and a populated MLflow SQLite store."""
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -47,20 +49,33 @@ def calibration_report() -> dict[str, Any]:
                                                  "class_agreement": 0.875}}}
     return {"knobs": {"strict_extra_arguments": True, "check_ranges": True},
             "changed_from_params": {"check_ranges": True},
+            "grid": [{"stage": 1, "knobs": {"check_ranges": value}, "metrics": {"error_f1": f1}}
+                     for value, f1 in ((True, 0.97), (False, 0.9))],
             "search": part(0.97), "heldout": part(0.934), "params_heldout": part(0.8),
             "targets": {"error_f1": {"target": 0.99, "heldout": 0.934, "met": False},
                         "conformance": {"target": 1.0, "heldout": 1.0, "met": True}},
             "sizes": {"rows": 20, "items": 80, "search": 40, "heldout": 40, "gold": 20}, "seed": 0}
 
 
+def png(width: int = 4, height: int = 2) -> bytes:
+    """A valid white RGB PNG (stands in for reports/calibration.png)."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    rows = b"".join(b"\x00" + b"\xff" * 3 * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
 EVAL_RUNS = {("slca", 0): 0.6, ("slca", 1): 0.5, ("grpo", 0): 0.3}
 
 
 def write_project(root: Path) -> None:
-    """reports/calibration.json, reports/comparison.md and one on-disk eval report."""
+    """reports/calibration.{json,png}, reports/comparison.md and one on-disk eval report."""
     reports = root / "reports"
     (reports / "eval").mkdir(parents=True, exist_ok=True)
     (reports / "calibration.json").write_text(json.dumps(calibration_report()), encoding="utf-8")
+    (reports / "calibration.png").write_bytes(png())
     (reports / "comparison.md").write_text("# Comparison\n\n| metric | slca |\n|---|---|\n| Success | 0.550 |\n",
                                            encoding="utf-8")
     # an on-disk report for a run the tracking store does not hold

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -14,12 +16,16 @@ TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """(uri, project folder) with train/evaluate runs in MLflow and reports on disk."""
+    """(uri, project folder, empty store uri): train/evaluate runs in MLflow, reports on disk."""
+    from mlflow.tracking import MlflowClient
+
     root = tmp_path_factory.mktemp("dashboard")
     uri = f"sqlite:///{root / 'mlflow.db'}"
+    MlflowClient(tracking_uri=uri).search_experiments()  # creates the tables
+    shutil.copyfile(root / "mlflow.db", root / "empty.db")  # a migrated store without runs, for free
     populate_store(uri, root / "artifacts", root)
     write_project(root / "project")
-    return uri, root / "project"
+    return uri, root / "project", f"sqlite:///{root / 'empty.db'}"
 
 
 def run_app(monkeypatch, uri: str, folder) -> AppTest:
@@ -36,7 +42,7 @@ def markdown_text(app: AppTest) -> str:
 
 
 def test_app_renders_all_pages_from_the_store(project, monkeypatch):
-    uri, folder = project
+    uri, folder, _ = project
     app = run_app(monkeypatch, uri, folder)
     assert app.title[0].value == "SLCA-GRPO: where the credit went"
     assert [h.value for h in app.header] == ["Credit attribution", "Training curves", "Evaluation comparison",
@@ -74,7 +80,8 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert app.multiselect(key="curve_Credit diagnostics").value == ["credit/misattribution_rate"]
     assert {"**reward**", "**rewards/components/fmt**", "**credit/misattribution_rate**"} <= {
         m.value for m in app.markdown}
-    assert len(app.get("arrow_line_chart") or app.get("arrow_vega_lite_chart")) == 4
+    charts = app.get("vega_lite_chart")
+    assert len(charts) == 4 and all('"step"' in chart.proto.spec for chart in charts)
 
     # evaluation: mean ± std over seeds, MLflow runs plus the on-disk report
     table = next(d.value for d in app.dataframe if "indomain.success" in d.value.columns
@@ -90,13 +97,27 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert metrics["latency (µs, simulator)"] == "42.5"
     calibration = next(d.value for d in app.dataframe if d.value.index.name == "metric")
     assert calibration.loc["value_agreement", "tuned, held out"] == pytest.approx(0.75)
-    assert len(app.get("imgs")) == 1  # the plot, drawn from the report (no PNG on disk)
+    assert len(app.get("image")) == 1  # reports/calibration.png
+    grid = next(d.value for d in app.dataframe if "knob:check_ranges" in d.value.columns)
+    assert grid["error_f1"].tolist() == [0.97, 0.9]
 
 
 def test_app_says_what_to_do_without_a_store(tmp_path, monkeypatch):
     app = run_app(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
     infos = [i.value for i in app.info]
-    assert sum(f"no tracking store at {tmp_path / 'mlflow.db'}: run `make run` first" in i for i in infos) == 2
-    assert any(i.startswith("no evaluate runs in sqlite:///") and "run `make run` first" in i for i in infos)
-    assert any(i.startswith("no simulator calibration yet") for i in infos)
-    assert not (tmp_path / "mlflow.db").exists()
+    missing = f"no tracking store at {tmp_path / 'mlflow.db'}: run `make run` first or point the URI elsewhere"
+    assert infos[:2] == [missing, missing]  # credit attribution, training curves
+    assert infos[2] == f"no evaluate runs in sqlite:///{tmp_path / 'mlflow.db'} and no reports in " \
+                       f"{tmp_path / 'reports' / 'eval'}: run `make run` first"
+    assert infos[3] == f"no simulator calibration yet ({missing}): run `slca calibrate` or `make run` first"
+    assert not (tmp_path / "mlflow.db").exists()  # the dashboard never creates a store
+
+
+def test_app_with_an_empty_store(project, monkeypatch, tmp_path):
+    _, _, empty = project
+    app = run_app(monkeypatch, empty, tmp_path)
+    infos = [i.value for i in app.info]
+    assert infos[:2] == [f"no train runs in {empty}: run `make run` first"] * 2
+    assert infos[3] == f"no simulator calibration yet (no {tmp_path / 'reports' / 'calibration.json'} and " \
+                       f"no calibrate run in {empty}): run `slca calibrate` or `make run` first"
+    assert not app.dataframe and not app.get("vega_lite_chart")

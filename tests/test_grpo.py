@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks
@@ -125,3 +127,14 @@ def test_grpo_config_follows_params(setup):
     assert args.use_cpu and not args.bf16 and not args.gradient_checkpointing and not args.use_vllm
     with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
         grpo_config(params, "nope", 0, str(root / "cfg"))
+
+
+def test_smoke_runs_on_cpu(capsys):
+    from slca.train.smoke import main
+
+    assert main(["--device", "cpu", "--steps", "1", "--estimators", "slca,grpo", "--generations", "2",
+                 "--prompts", "1", "--max-completion-length", "8", "--max-tool-turns", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["device"] == "cpu" and report["vllm"] is False
+    assert set(report["results"]) == {"slca", "grpo"}
+    assert all(r["tokens_per_s"] > 0 and r["peak_gpu_mem_gib"] == 0.0 for r in report["results"].values())

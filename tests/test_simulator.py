@@ -254,3 +254,24 @@ def test_tool_result_message_text():
     bad = simulate(FORECAST, call("get_forecast"))
     assert json.loads(ok.to_message()) == ok.content
     assert json.loads(bad.to_message()) == {"error": bad.error}
+
+
+def test_a_failing_backend_becomes_a_backend_error():
+    class Broken:
+        name = "broken"
+
+        def respond(self, spec, arguments, state, knobs):
+            raise KeyError("boom")
+
+    result = SimulatorSession([FORECAST], Broken(), knobs={}).call(call("get_forecast", city="Lima", days=1))
+    assert (result.ok, result.error_class) == (False, "backend")
+    assert result.error == "Tool 'get_forecast' could not be simulated (KeyError)."
+
+
+def test_backend_registry_and_unknown_backend():
+    from slca.simulator import BACKENDS, make_backend
+
+    assert {"schema", "real"} <= set(BACKENDS)
+    assert make_backend("llm").name == "llm" and "llm" in BACKENDS
+    with pytest.raises(ValueError, match="unknown simulator backend 'magic'"):
+        make_backend("magic")

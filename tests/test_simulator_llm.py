@@ -109,8 +109,10 @@ def test_llm_answer_prompt_and_persistent_cache(server, tmp_path):
     system = sent["messages"][0]["content"]
     assert system.startswith("You are an API SERVER, NOT an AI assistant")
     assert '"response"' in system and "<tool_response>" in sent["messages"][2]["content"]
-    again = SimulatorSession(WEATHER, "llm", params).call(LIMA)  # new episode, new backend, same file
-    assert (again.source, again.content, len(server.requests)) == ("cache", result.content, 1)
+    repeat = SimulatorSession(WEATHER, "llm", params).call(LIMA)  # next episode shares the backend
+    again = SimulatorSession(WEATHER, LLMBackend(params), params).call(LIMA)  # fresh process-like backend, same file
+    assert (repeat.source, again.source, again.content) == ("cache", "cache", result.content)
+    assert len(server.requests) == 1
 
 
 def test_validation_errors_never_reach_the_endpoint(server, tmp_path):

@@ -89,7 +89,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> bool:
 
 
 def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tmp_path):
-    raw = small_raw(workspace, max_steps=6, checkpoint_every=2, num_generations=2, max_completion_length=12)
+    raw = small_raw(workspace, max_steps=4, checkpoint_every=2, num_generations=2, max_completion_length=12)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(raw))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_TRACKING_URI": mlflow_store}
@@ -110,11 +110,11 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((folder / "metrics.json").read_text())
-    assert summary["global_step"] == 6 and summary["resumed_from"] in ("checkpoint-2", "checkpoint-4")
+    assert summary["global_step"] == 4 and summary["resumed_from"] == "checkpoint-2"
     (run,) = _runs("grpo")
     assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
     history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id, "loss")
-    assert {m.step for m in history} == {1, 2, 3, 4, 5, 6}
+    assert {m.step for m in history} == {1, 2, 3, 4}
     steps = [json.loads(line)["step"] for line in (folder / "metrics_history.jsonl").read_text().splitlines()]
-    assert steps == [1, 2, 3, 4, 5, 6]
-    assert torch.load(folder / "training_args.bin", weights_only=False).max_steps == 6
+    assert steps == [1, 2, 3, 4]
+    assert torch.load(folder / "training_args.bin", weights_only=False).max_steps == 4

@@ -27,10 +27,12 @@ def render_plot(report: dict[str, Any], paths: data.ProjectPaths) -> None:
     if paths.calibration_png.exists():
         st.image(str(paths.calibration_png), caption=str(paths.calibration_png))
         return
-    if (report.get("heldout") or {}).get("by_kind") and all(report.get(p) for p in data.CALIBRATION_PARTS):
+    try:  # a partial report (metrics only) cannot be drawn
         from slca.simulator.calibration import plot_png
 
         st.image(plot_png(report), caption="calibration plot (drawn from the report)")
+    except (KeyError, TypeError, ValueError, ImportError):
+        st.caption(f"no calibration plot: {paths.calibration_png} is missing and the report cannot be drawn")
 
 
 def render(uri: str, paths: data.ProjectPaths) -> None:
@@ -51,6 +53,10 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
     if not by_kind.empty:
         st.markdown("**held out, by call kind**")
         st.dataframe(by_kind, width="stretch")
+    grid = data.calibration_grid(report)
+    if not grid.empty:
+        with st.expander(f"knob search: {len(grid)} settings scored on the search half"):
+            st.dataframe(grid, width="stretch")
     if report.get("knobs"):
         st.markdown("**chosen simulator knobs**" + (f" (changed from params: {', '.join(map(str, report['changed_from_params']))})"
                                                     if report.get("changed_from_params") else ""))

@@ -75,10 +75,30 @@ class ToolRewardWeights(Section):
 
 
 class RuleJudgeParams(Section):
-    faithfulness: float = Field(0.4, ge=0, description="Weight of stated facts found in tool responses.")
-    coverage: float = Field(0.4, ge=0, description="Weight of reference facts the summary states.")
-    concision: float = Field(0.2, ge=0, description="Weight of staying under max_chars.")
-    max_chars: int = Field(400, ge=10, description="Summary length above which concision decays.")
+    w_faithfulness: float = Field(0.5, ge=0, description="Weight of stated facts found in tool responses.")
+    w_coverage: float = Field(0.4, ge=0, description="Weight of reference facts the summary states.")
+    w_concision: float = Field(0.1, ge=0, description="Weight of staying under max_chars.")
+    max_chars: int = Field(600, ge=10, description="Concision is 1 up to this length, 0 at twice it.")
+    fact_match_threshold: float = Field(
+        0.75, gt=0, le=1, description="Share of a fact's tokens that must appear for it to count."
+    )
+
+
+class EmbeddingJudgeParams(Section):
+    model_path: str | None = Field(None, description="Local sentence-embedding model dir; null = the bundled MiniLM.")
+    device: str = Field("cpu", description="Torch device of the embedding model.")
+    max_length: int = Field(256, ge=8, description="Tokens per embedded text.")
+
+
+class LlmJudgeParams(Section):
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible API base URL of the judge.")
+    model: str = Field("judge", description="Model name sent to the endpoint.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout in seconds.")
+    retries: int = Field(2, ge=0, description="Retries after a failed request.")
+    retry_backoff_s: float = Field(0.5, ge=0, description="Pause before a retry, doubled each time.")
+    max_tokens: int = Field(16, ge=1, description="Tokens the judge may write (it answers one grade).")
+    trust_env: bool = Field(True, description="Honour proxy environment variables.")
 
 
 class EndpointParams(Section):
@@ -93,9 +113,13 @@ class EndpointParams(Section):
 class RewardParams(Section):
     tool_weights: ToolRewardWeights = Field(default_factory=ToolRewardWeights, description="R_tool component weights.")
     no_call_penalty: float = Field(-0.5, description="Total reward when gold needs a call and none was made.")
+    parallel_mode: Literal["first", "per_step"] = Field(
+        "first", description="Parallel component: first-step call count, or averaged over gold steps."
+    )
     judge: Literal["rule", "embedding", "llm"] = Field("rule", description="Summary (preference) judge backend.")
     rule: RuleJudgeParams = Field(default_factory=RuleJudgeParams, description="Rule-based judge knobs.")
-    llm_judge: EndpointParams = Field(default_factory=EndpointParams, description="LLM judge endpoint.")
+    embedding: EmbeddingJudgeParams = Field(default_factory=EmbeddingJudgeParams, description="Embedding judge knobs.")
+    llm_judge: LlmJudgeParams = Field(default_factory=LlmJudgeParams, description="LLM judge endpoint.")
     min_summary_chars: int = Field(10, ge=0, description="Summaries shorter than this score 0.")
 
 

@@ -402,3 +402,11 @@ def calibration_by_kind(report: Mapping[str, Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_dict(kinds, orient="index")
     frame.index.name = "kind"
     return frame
+
+
+def calibration_grid(report: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per searched knob setting: its stage, knob values and numeric metrics."""
+    rows = [{"stage": entry.get("stage"), **{f"knob:{k}": v for k, v in (entry.get("knobs") or {}).items()},
+             **{k: v for k, v in (entry.get("metrics") or {}).items() if isinstance(v, (int, float))}}
+            for entry in report.get("grid") or [] if isinstance(entry, Mapping)]
+    return pd.DataFrame(rows)

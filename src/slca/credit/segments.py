@@ -34,12 +34,17 @@ from torch import Tensor
 _TOOL_SPAN = re.compile(r"<tool_call>.*?(?:</tool_call>|\Z)", re.DOTALL)
 
 
+def run_starts(learned: Tensor) -> Tensor:
+    """Bool: the token is learned and the one before it is not (or it is the first token)."""
+    previous = torch.zeros_like(learned)
+    previous[..., 1:] = learned[..., :-1]
+    return learned & ~previous
+
+
 def run_ids(response_mask: Tensor) -> tuple[Tensor, Tensor]:
     """Per-token 1-based id of the learned run it belongs to (0 off-mask) and runs per row."""
     learned = response_mask.bool()
-    previous = torch.zeros_like(learned)
-    previous[..., 1:] = learned[..., :-1]
-    starts = learned & ~previous
+    starts = run_starts(learned)
     ids = torch.cumsum(starts, dim=-1) * learned
     return ids, starts.sum(dim=-1)
 
@@ -51,12 +56,9 @@ def positions(learned: Tensor) -> Tensor:
 
 def last_run_start(learned: Tensor) -> Tensor:
     """Position where the last learned run starts (-1 for a row with none), per row."""
-    previous = torch.zeros_like(learned)
-    previous[..., 1:] = learned[..., :-1]
-    starts = learned & ~previous
     if learned.shape[-1] == 0:
         return torch.full(learned.shape[:-1], -1, dtype=torch.long, device=learned.device)
-    return torch.where(starts, positions(learned), -1).amax(dim=-1)
+    return torch.where(run_starts(learned), positions(learned), -1).amax(dim=-1)
 
 
 def segment_masks(

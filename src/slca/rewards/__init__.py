@@ -11,9 +11,19 @@ from slca.rewards.preference import (
     Judge,
     JudgeFailure,
     get_judge,
+    judge_from_params,
     list_judges,
     summary_reward,
 )
+
+
+def execution_settings(rewards: object) -> dict:
+    """`execution_reward` keyword arguments from the `rewards` params section (slca.config)."""
+    return {
+        "weights": ToolRewardWeights(**rewards.tool_weights.model_dump()),  # type: ignore[attr-defined]
+        "no_call_penalty": rewards.no_call_penalty,  # type: ignore[attr-defined]
+        "parallel_mode": rewards.parallel_mode,  # type: ignore[attr-defined]
+    }
 
 
 def rollout_rewards(tool_reward: ToolReward, r_sum: float) -> tuple[float, float]:
@@ -30,7 +40,9 @@ __all__ = [
     "ToolReward",
     "ToolRewardWeights",
     "execution_reward",
+    "execution_settings",
     "get_judge",
+    "judge_from_params",
     "list_judges",
     "parse_tool_calls",
     "rollout_rewards",

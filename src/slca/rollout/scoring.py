@@ -35,18 +35,9 @@ def env_factory(params: Any, backend: str | None = None, world: Any = None) -> C
 
 def build_judge(params: Any) -> Any:
     """The summary judge configured in `params.rewards`."""
-    from slca.rewards import get_judge
+    from slca.rewards import judge_from_params
 
-    rewards = params.rewards
-    if rewards.judge == "rule":
-        rule = rewards.rule
-        return get_judge("rule", w_faithfulness=rule.faithfulness, w_coverage=rule.coverage,
-                         w_concision=rule.concision, max_chars=rule.max_chars)
-    if rewards.judge == "llm":
-        endpoint = rewards.llm_judge
-        return get_judge("llm", base_url=endpoint.base_url, model=endpoint.model, api_key_env=endpoint.api_key_env,
-                         timeout_s=endpoint.timeout_s, retries=endpoint.retries)
-    return get_judge(rewards.judge)
+    return judge_from_params(params.rewards)
 
 
 def user_request(task: Mapping[str, Any]) -> str:
@@ -56,13 +47,12 @@ def user_request(task: Mapping[str, Any]) -> str:
 
 def score_episode(episode: Episode, params: Any, judge: Any) -> Episode:
     """R_tool (execution vs gold), R_sum (judge on the final answer), no-call penalty override."""
-    from slca.rewards import ToolRewardWeights, execution_reward, rollout_rewards, summary_reward
+    from slca.rewards import execution_reward, execution_settings, rollout_rewards, summary_reward
 
     task = episode.task
-    weights = ToolRewardWeights(**params.rewards.tool_weights.model_dump())
     known = [tool["function"]["name"] for tool in task.get("tools") or [] if "function" in tool]
     tool_reward = execution_reward(episode.assistant_turns, task.get("gold_steps") or [], known,
-                                   weights=weights, no_call_penalty=params.rewards.no_call_penalty)
+                                   **execution_settings(params.rewards))
     no_call_task = not (task.get("gold_steps") or [])
     r_sum = summary_reward(judge, episode.summary, episode.tool_responses, list(task.get("reference") or []),
                            user_request(task), min_chars=params.rewards.min_summary_chars, no_call_task=no_call_task)

@@ -67,8 +67,8 @@ def flat_hints(arguments: dict) -> dict:
 def synthesize_response(spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> dict:
     """The schema backend's payload for a valid call (also the llm backend's fallback)."""
     rng = state.rng_for(spec.name, arguments, spec.writes)
-    hints = {**state.hints_for(arguments), **flat_hints(arguments)} if knobs.track_writes \
-        else flat_hints(arguments)
+    remembered = state.hints_for(arguments) if knobs.track_writes else {}
+    hints = {**spec.defaults, **remembered, **flat_hints(arguments)}
     related = (lambda items: state.related(items, arguments)) if knobs.track_writes else None
     content = synthesize(spec.response, rng, hints, knobs, related)
     if not isinstance(content, dict):

@@ -178,15 +178,19 @@ def flat_metrics(report: dict) -> dict[str, float]:
     return out
 
 
+SHORT = {"strict_extra_arguments": "strict", "coerce_numeric_strings": "coerce", "case_insensitive_enums": "casefold",
+         "check_formats": "formats", "check_ranges": "ranges"}
+
+
 def plot_png(report: dict) -> bytes:
-    """Two panels: headline metrics (search / held-out / params) and held-out verdict agreement by kind."""
+    """Headline metrics (search / held-out / params knobs) and the error F1 of every searched setting."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = ["error_f1", "error_class_agreement", "conformance", "value_agreement", "consistency"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.1, 1]})
     width = 0.27
     for offset, (part, label) in enumerate((("search", "tuned, search half"), ("heldout", "tuned, held out"),
                                              ("params_heldout", "params knobs, held out"))):
@@ -196,19 +200,24 @@ def plot_png(report: dict) -> bytes:
     left.set_ylim(0, 1.05)
     left.set_title("Simulator vs real executors")
     left.legend(fontsize=7, loc="lower left")
-    kinds = report["heldout"]["by_kind"]
-    labels = list(kinds)
-    right.barh(labels, [kinds[k]["verdict_agreement"] for k in labels], color="tab:green", label="verdict agrees")
-    right.barh(labels, [kinds[k]["real_invalid_rate"] for k in labels], color="none", edgecolor="black",
-               label="real rejects")
-    right.set_xlim(0, 1.05)
-    right.set_title("Held out, by call kind")
-    right.legend(fontsize=7, loc="lower right")
+    stage1 = sorted((e for e in report["grid"] if e["stage"] == 1), key=lambda e: e["metrics"]["error_f1"])
+    labels = [_setting_label(e["knobs"], report["knobs"]) for e in stage1]
+    colors = ["tab:orange" if label == "chosen" else "tab:blue" for label in labels]
+    right.barh(range(len(stage1)), [e["metrics"]["error_f1"] for e in stage1], color=colors)
+    right.set_yticks(range(len(stage1)), labels, fontsize=6)
+    low = min([e["metrics"]["error_f1"] for e in stage1] + [1.0])
+    right.set_xlim(max(0.0, low - 0.05), 1.0)
+    right.set_title("Error-agreement F1 per validation-knob setting (search half)", fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
     return buffer.getvalue()
+
+
+def _setting_label(combo: dict, chosen: dict) -> str:
+    changed = [f"{SHORT.get(k, k)}={'on' if v else 'off'}" for k, v in combo.items() if chosen.get(k) != v]
+    return " ".join(changed) if changed else "chosen"
 
 
 def _log_artifact(path: str) -> None:

@@ -3,7 +3,7 @@
 Metrics (all in [0, 1] except counts and latency): precision/recall/F1 of "this call is invalid",
 error-class and exact-message agreement where both reject, response-schema conformance of the
 simulator's successes, field-level value agreement where both succeed, consistency of repeated
-read calls, and µs per call; plus a per-perturbation breakdown.
+read calls, and median µs per call; plus a per-perturbation breakdown.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def score(items: list[CalibItem], real: list[Outcome], sim: list[Outcome], specs
     if all(o.repeat is not None for o in sim):
         metrics["consistency"] = consistency(items, sim, specs)
         metrics["real_consistency"] = consistency(items, real, specs)
-    metrics["latency_us"] = _mean([o.latency_us for o in sim])
-    metrics["real_latency_us"] = _mean([o.latency_us for o in real])
+    metrics["latency_us"] = _median([o.latency_us for o in sim])  # median: robust to preemption spikes
+    metrics["real_latency_us"] = _median([o.latency_us for o in real])
     metrics["by_kind"] = by_kind(items, real, sim)
     return metrics
 
@@ -153,6 +153,11 @@ def loosely_equal(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.strip().casefold() == b.strip().casefold()
     return a == b
+
+
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    return float(ordered[len(ordered) // 2]) if ordered else 0.0
 
 
 def _mean(values: list) -> float:

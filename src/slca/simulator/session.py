@@ -67,7 +67,7 @@ class SimulatorSession:
         self.specs = toolset(tools)
         self.knobs = resolve_knobs(params, knobs)
         sim_params = params.simulator if params is not None and hasattr(params, "simulator") else params
-        self.backend = make_backend(backend, sim_params) if isinstance(backend, str) else backend
+        self.backend = _shared_backend(backend, sim_params) if isinstance(backend, str) else backend
         if world is not None and copy_world:
             world = world.copy()
         self.state = EpisodeState(seed, world)
@@ -105,7 +105,9 @@ def _cached_toolset(tools: Any) -> dict[str, ToolSpec]:
     return hit
 
 
-def _shared_backend(name: str) -> Backend:
-    if name not in _BACKENDS:
-        _BACKENDS[name] = make_backend(name)
-    return _BACKENDS[name]
+def _shared_backend(name: str, params: Any = None) -> Backend:
+    """One backend per (name, params) in the process: episodes share its client and cache."""
+    key = f"{name}|{params.model_dump_json() if hasattr(params, 'model_dump_json') else repr(params)}"
+    if key not in _BACKENDS:
+        _BACKENDS[key] = make_backend(name, params)
+    return _BACKENDS[key]

@@ -25,6 +25,7 @@ RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
                   "maxItems", "minLength", "maxLength", "multipleOf")
 FORMAT_KEYWORDS = ("format", "pattern")
 _EXAMPLE = re.compile(r"e\.g\.\s*'([^']+)'")
+_DEFAULT = re.compile(r"\bdefaults? (?:to |is )?'?([A-Za-z0-9_.:-]+?)'?[.;,)]?(?:\s|$)")
 
 
 @dataclass
@@ -36,6 +37,7 @@ class ToolSpec:
     parameters: dict
     response: dict
     writes: bool
+    defaults: dict = field(default_factory=dict)  # documented values of omitted parameters
     _relaxed: dict = field(default_factory=dict, repr=False)
     _checkers: dict = field(default_factory=dict, repr=False)
     _response_validator: Draft202012Validator | None = field(default=None, repr=False)
@@ -128,7 +130,45 @@ def to_spec(entry: Any) -> ToolSpec | None:
         response = catalog_map().get(name, {}).get("response", GENERIC_RESPONSE)
     return ToolSpec(name=name, description=str(entry.get("description", "")),
                     parameters=copy.deepcopy(parameters), response=copy.deepcopy(response),
-                    writes=is_write_tool(name))
+                    writes=is_write_tool(name), defaults=documented_defaults(parameters))
+
+
+def documented_defaults(parameters: dict) -> dict:
+    """Values parameters take when omitted: `default`, or "defaults to X" in the description."""
+    out = {}
+    for name, sub in parameters.get("properties", {}).items():
+        if not isinstance(sub, dict):
+            continue
+        if "default" in sub:
+            out[name] = sub["default"]
+            continue
+        match = _DEFAULT.search(str(sub.get("description", "")))
+        value = _typed_default(match.group(1), sub) if match else None
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _typed_default(text: str, schema: dict) -> Any:
+    """The default text as a value of the parameter's type, or None when it is not one."""
+    kind = schema.get("type")
+    checker = compile_checker(schema)
+    if kind == "string" and schema.get("format") == "date" and text == "today":
+        from slca.simulator.synth import BASE_DATE
+
+        value: Any = BASE_DATE.isoformat()
+    elif kind == "boolean" and text in ("true", "false"):
+        value = text == "true"
+    elif kind in ("integer", "number"):
+        try:
+            value = int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return None
+    elif kind == "string":
+        value = text
+    else:
+        return None
+    return value if checker is not None and checker(value) else None
 
 
 @lru_cache(maxsize=1)

@@ -20,7 +20,10 @@ from slca.simulator.patterns import pattern_string
 from slca.simulator.specs import id_examples
 from slca.simulator.types import Knobs
 
-BASE_DATE = date(2025, 6, 2)
+try:  # "today" of the tool world, so dates read like the real executors'
+    from slca.tools.world import TODAY as BASE_DATE
+except ImportError:  # pragma: no cover - catalog without a world module
+    BASE_DATE = date(2025, 6, 2)
 WORDS = ("alpha", "harbor", "summit", "meadow", "cedar", "river", "orbit", "atlas", "pioneer", "maple")
 Related = Callable[[dict], list[dict]]
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -66,7 +66,7 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
                 "vllm_gpu_memory_utilization": train.vllm_gpu_memory_utilization}
         if train.vllm_server_base_url:
             vllm["vllm_server_base_url"] = train.vllm_server_base_url
-    return GRPOConfig(
+    fields: dict[str, Any] = dict(
         output_dir=output_dir,
         max_steps=max_steps if max_steps is not None else train.max_steps,
         per_device_train_batch_size=rollouts // world,
@@ -95,8 +95,10 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
         remove_unused_columns=False,
         dataloader_num_workers=0,
         log_completions=False,
-        **{**vllm, **overrides},
     )
+    fields.update(vllm)
+    fields.update(overrides)
+    return GRPOConfig(**fields)
 
 
 def _slca_reward(key: str) -> Callable[..., list[float]]:

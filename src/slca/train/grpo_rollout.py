@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca.rewards import ToolRewardWeights, execution_reward, get_judge, rollout_rewards, summary_reward
+from slca.rewards import execution_reward, execution_settings, rollout_rewards, summary_reward
 from slca.rewards.execution import COMPONENTS
 from slca.rollout.chat import tool_message
 
@@ -53,14 +53,9 @@ class Episode:
 
 def build_judge(params: Any) -> Any:
     """The summary judge configured in `params.rewards`."""
-    rewards = params.rewards
-    if rewards.judge == "rule":
-        rule = rewards.rule
-        return get_judge("rule", w_faithfulness=rule.faithfulness, w_coverage=rule.coverage,
-                         w_concision=rule.concision, max_chars=rule.max_chars)
-    if rewards.judge == "llm":
-        return get_judge("llm", endpoint=rewards.llm_judge)
-    return get_judge(rewards.judge)
+    from slca.rewards import judge_from_params
+
+    return judge_from_params(params.rewards)
 
 
 def make_session(task: Mapping[str, Any], params: Any) -> Any:
@@ -148,8 +143,7 @@ def score_episode(task: Mapping[str, Any], episode: Episode, judge: Any, params:
     rewards = params.rewards
     known = [tool["function"]["name"] for tool in task.get("tools") or [] if "function" in tool]
     tool = execution_reward(episode.turns, task.get("gold_steps") or [], known,
-                            weights=ToolRewardWeights(**rewards.tool_weights.model_dump()),
-                            no_call_penalty=rewards.no_call_penalty)
+                            **execution_settings(rewards))
     summary = "" if episode.last_turn_has_tool_call or not episode.turns else episode.turns[-1]
     users = [m["content"] for m in task["messages"] if m.get("role") == "user"]
     r_sum = summary_reward(judge, summary, episode.tool_responses, list(task.get("reference") or []),

@@ -72,26 +72,28 @@ def single_process_env() -> None:
 
 
 def run_estimator(params: Params, estimator: str, model_path: Path, tasks: list[dict[str, Any]],
-                  out: Path, max_model_len: int) -> dict[str, float]:
+                  out: Path, max_model_len: int, device: str) -> dict[str, float]:
     """Train `params.train.max_steps` steps; returns tokens/s, seconds per step and peak memory."""
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
     from slca.train.policy import load_policy
 
-    overrides = {"vllm_max_model_length": max_model_len} if params.train.use_vllm else {}
+    overrides: dict[str, Any] = {"vllm_max_model_length": max_model_len} if params.train.use_vllm else {}
+    if device == "cpu":
+        overrides.update(use_cpu=True, bf16=False, gradient_checkpointing=False)
     args = grpo_config(params, estimator, 0, str(out / estimator), save=False, **overrides)
     model, tokenizer = load_policy(model_path, params)
     trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
                               train_dataset=task_dataset(tasks), processing_class=tokenizer)
-    if torch.cuda.is_available():
+    if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
     tokens = float(trainer.state.num_input_tokens_seen)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
     rewards = [row["reward"] for row in trainer.state.log_history if "reward" in row]
     del trainer, model
-    if torch.cuda.is_available():
+    if device == "cuda":
         torch.cuda.empty_cache()
     return {"tokens_per_s": tokens / seconds, "s_per_step": seconds / params.train.max_steps,
             "peak_gpu_mem_gib": peak, "reward_mean": sum(rewards) / max(len(rewards), 1)}
@@ -118,8 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("smoke: --device cuda but torch sees no CUDA device; use --device cpu", file=sys.stderr)
         return 2
-    if args.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     use_vllm = args.device == "cuda" and not args.no_vllm and vllm_available()
     if use_vllm:
         single_process_env()
@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="slca-smoke-") as tmp:
         model_path = Path(args.model) if args.model else tiny_policy(params, tasks, Path(tmp) / "policy")
         for estimator in [e.strip() for e in args.estimators.split(",") if e.strip()]:
-            results[estimator] = run_estimator(params, estimator, model_path, tasks, Path(tmp), args.max_model_len)
+            results[estimator] = run_estimator(params, estimator, model_path, tasks, Path(tmp), args.max_model_len,
+                                               args.device)
             r = results[estimator]
             print(f"{estimator:>7}: {r['tokens_per_s']:9.1f} tokens/s  {r['s_per_step']:6.2f} s/step  "
                   f"peak GPU memory {r['peak_gpu_mem_gib']:6.2f} GiB  mean reward {r['reward_mean']:+.3f}")

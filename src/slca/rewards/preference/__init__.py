@@ -91,4 +91,10 @@ def summary_reward(
 
 from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
 
-__all__ = ["Judge", "JudgeFailure", "get_judge", "list_judges", "register_judge", "summary_reward"]
+__all__ = ["Judge", "JudgeFailure", "get_judge", "judge_from_params", "list_judges", "register_judge", "summary_reward"]
+
+
+def judge_from_params(rewards: Any) -> Judge:
+    """The judge named by `rewards.judge`, built from its own params section (slca.config)."""
+    section = {"rule": rewards.rule, "embedding": rewards.embedding, "llm": rewards.llm_judge}[rewards.judge]
+    return get_judge(rewards.judge, **section.model_dump())
