@@ -19,10 +19,10 @@ for folder in (HERE, HERE.parent / "src"):  # panels package, and slca without a
     if str(folder) not in sys.path:
         sys.path.insert(0 if folder == HERE else len(sys.path), str(folder))
 
-import streamlit as st  # noqa: E402
+import streamlit as st
+from panels import credit, curves, evaluation, fidelity
 
-from panels import credit, curves, evaluation, fidelity  # noqa: E402
-from slca import dashboard_data as data  # noqa: E402
+from slca import dashboard_data as data
 
 TITLE = "SLCA-GRPO: where the credit went"
 

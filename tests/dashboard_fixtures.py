@@ -71,13 +71,16 @@ EVAL_RUNS = {("slca", 0): 0.6, ("slca", 1): 0.5, ("grpo", 0): 0.3}
 
 
 def write_project(root: Path) -> None:
-    """reports/calibration.{json,png}, reports/comparison.md and one on-disk eval report."""
+    """reports/calibration.{json,png}, reports/comparison.md, an on-disk eval report and samples."""
     reports = root / "reports"
     (reports / "eval").mkdir(parents=True, exist_ok=True)
     (reports / "calibration.json").write_text(json.dumps(calibration_report()), encoding="utf-8")
     (reports / "calibration.png").write_bytes(png())
     (reports / "comparison.md").write_text("# Comparison\n\n| metric | slca |\n|---|---|\n| Success | 0.550 |\n",
                                            encoding="utf-8")
+    samples = root / "models" / "toolpo-s0" / "samples"  # a run known only from its files
+    samples.mkdir(parents=True, exist_ok=True)
+    (samples / "step_000002.json").write_text(json.dumps({**sample(2), "estimator": "toolpo"}), encoding="utf-8")
     # an on-disk report for a run the tracking store does not hold
     (reports / "eval" / "toolpo-s0.json").write_text(json.dumps(
         {"run": "toolpo-s0", "estimator": "toolpo", "seed": 0, "metrics": {"indomain.success": 0.45}}),

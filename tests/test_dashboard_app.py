@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
+from dashboard_fixtures import populate_store, write_project
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO_ROOT
-from dashboard_fixtures import populate_store, write_project
-
-APP = str(REPO_ROOT / "dashboards" / "app.py")
+APP = str(Path(__file__).resolve().parents[1] / "dashboards" / "app.py")
 TIMEOUT_S = 60
 
 
@@ -50,11 +49,11 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert [t.label for t in app.tabs] == ["Credit attribution", "Training curves", "Evaluation comparison",
                                            "Simulator fidelity"]
 
-    # credit attribution: the newest train run (grpo) has no samples; the slca run does
-    assert app.selectbox(key="credit_run").value.estimator == "grpo"
-    assert any("has no advantage samples yet" in i.value for i in app.info)
-    app.selectbox(key="credit_run").select_index(1).run()
-    assert not app.exception
+    # credit attribution opens on the first run with samples: slca (the newer grpo run has none)
+    runs = app.selectbox(key="credit_run")
+    assert [label.split(" ")[0] for label in runs.options] == ["grpo-s0", "slca-s0", "toolpo-s0"]
+    assert "(disk: " in runs.options[2]
+    assert runs.value.estimator == "slca" and runs.value.run_id
     assert app.selectbox(key="credit_step").value == 1
     page = markdown_text(app)
     assert page.count("&lt;tool_call&gt;") == 2  # the same rollout under slca and under grpo
@@ -73,6 +72,16 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert [w.value for w in app.warning] == [
         "sign disagreement on the tool segment: slca gives -0.7000, GRPO gives +0.2500"]
     assert {m.label: m.value for m in app.metric}["r_sum"] == "0.900"
+
+    # a run known only from models/<run>/samples/, and a run without samples
+    app.selectbox(key="credit_run").select_index(2).run()
+    assert app.selectbox(key="credit_run").value.run_id is None
+    assert app.selectbox(key="credit_step").value == 2
+    assert "**toolpo** (active estimator)" in markdown_text(app)
+    app.selectbox(key="credit_run").select_index(0).run()
+    assert any("has no advantage samples yet" in i.value for i in app.info)
+    app.selectbox(key="credit_run").select_index(1).run()
+    assert not app.exception
 
     # training curves: one chart per default metric
     assert sorted(label.split(" ")[0] for label in app.multiselect(key="curve_runs").value) == ["grpo-s0", "slca-s0"]

@@ -6,8 +6,16 @@ import json
 import math
 
 import pytest
+from dashboard_fixtures import (
+    ENV,
+    SUMMARY,
+    TOOL,
+    calibration_report,
+    rollout,
+    sample,
+    write_project,
+)
 
-from dashboard_fixtures import ENV, SUMMARY, TOOL, calibration_report, rollout, sample, write_project
 from slca import dashboard_data as data
 
 
@@ -130,6 +138,9 @@ def test_calibration_table_and_fallback_to_metrics(tmp_path):
     assert frame.loc["error_f1", "tuned, held out"] == pytest.approx(0.934)
     assert frame.loc["latency_us", "params knobs, held out"] == pytest.approx(42.5)
     assert data.calibration_by_kind(report).loc["missing_required", "verdict_agreement"] == 0.875
+    grid = data.calibration_grid(report)
+    assert grid.to_dict("records") == [{"stage": 1, "knob:check_ranges": True, "error_f1": 0.97},
+                                       {"stage": 1, "knob:check_ranges": False, "error_f1": 0.9}]
     partial = data.calibration_from_metrics({"heldout.error_f1": 0.9, "search.conformance": 1.0, "grid/x": 3})
     assert partial["heldout"] == {"error_f1": 0.9} and partial["search"] == {"conformance": 1.0}
     assert data.load_calibration(tmp_path / "none.json")[0] is None

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from policy_fixtures import no_call_task, parallel_task, single_task, small_params, tiny_tasks
+from policy_fixtures import (
+    no_call_task,
+    parallel_task,
+    single_task,
+    small_params,
+    tiny_tasks,
+)
 from scripted_policy import FakeSession, ScriptedPolicy, gold_turns
 
-from slca.eval.indomain import aggregate, by_kind, episode_metrics, evaluate_policy, pass_at_k
+from slca.eval.indomain import (
+    aggregate,
+    by_kind,
+    episode_metrics,
+    evaluate_policy,
+    pass_at_k,
+)
 from slca.rollout import Episode, reward_fn
 from slca.train.policy import corpus_texts, train_tokenizer
 

@@ -6,7 +6,13 @@ import json
 
 import pytest
 import torch
-from policy_fixtures import WEATHER_TOOL, parallel_task, single_task, small_params, tiny_tasks
+from policy_fixtures import (
+    WEATHER_TOOL,
+    parallel_task,
+    single_task,
+    small_params,
+    tiny_tasks,
+)
 from trl.chat_template_utils import (
     add_response_schema,
     get_training_chat_template,

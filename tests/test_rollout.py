@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from policy_fixtures import no_call_task, parallel_task, single_task, small_params, tiny_tasks
+from policy_fixtures import (
+    no_call_task,
+    parallel_task,
+    single_task,
+    small_params,
+    tiny_tasks,
+)
 from scripted_policy import FakeSession, ScriptedPolicy
 
 from slca.rollout import make_generate_fn, reward_fn, run_episodes, tool_suffix_ids
-from slca.train.policy import build_tiny_model, corpus_texts, render_chat, train_tokenizer
+from slca.train.policy import (
+    build_tiny_model,
+    corpus_texts,
+    render_chat,
+    train_tokenizer,
+)
 
 
 @pytest.fixture(scope="module")

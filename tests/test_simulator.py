@@ -275,3 +275,21 @@ def test_backend_registry_and_unknown_backend():
     assert make_backend("llm").name == "llm" and "llm" in BACKENDS
     with pytest.raises(ValueError, match="unknown simulator backend 'magic'"):
         make_backend("magic")
+
+
+def test_tool_without_a_response_schema_gets_an_acknowledgement():
+    custom = {"type": "function", "function": {"name": "ping_device", "description": "Ping a device.",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "host": {"type": "string"}}, "required": ["host"]}}}
+    result = simulate([custom], call("ping_device", host="printer-2"))
+    assert result.ok and result.content == {"status": "success",
+                                            "request": {"name": "ping_device", "arguments": {"host": "printer-2"}}}
+    assert simulate([custom], call("ping_device")).error == "Tool 'ping_device' missing required parameters: ['host']"
+
+
+def test_documented_defaults_fill_omitted_parameters():
+    weather = simulate(TOOLS["get_current_weather"], call("get_current_weather", city="Lima"))
+    assert weather.content["units"] == "celsius"  # "Temperature units; defaults to celsius."
+    flights = simulate(TOOLS["search_flights"], call("search_flights", origin="LIM", destination="BOG",
+                                                     date="2025-06-05"))
+    assert (flights.content["origin"], flights.content["cabin"]) == ("LIM", "economy")

@@ -12,6 +12,8 @@ import streamlit as st
 from panels import common
 from slca import dashboard_data as data
 
+REQUIRED = ("tokens", "tool_mask", "summary_mask", "advantages", "advantages_grpo")
+
 
 @dataclass(frozen=True)
 class SampleSource:
@@ -46,7 +48,8 @@ def steps_of(uri: str, source: SampleSource) -> tuple[list[int], bool]:
 
 
 def rollout_label(rollout: dict[str, Any], index: int) -> str:
-    rewards = " ".join(f"{k}={rollout[k]:+.3f}" for k in ("r_tool", "r_sum") if isinstance(rollout.get(k), (int, float)))
+    rewards = " ".join(f"{k}={rollout[k]:+.3f}" for k in ("r_tool", "r_sum")
+                       if isinstance(rollout.get(k), (int, float)))
     return f"#{index} · {rollout.get('prompt_id', '?')} · group {rollout.get('group', '?')} · {rewards}"
 
 
@@ -95,7 +98,9 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         return
     if error:
         st.caption(error)
-    source = st.selectbox("Train run", found, format_func=lambda s: s.label, key="credit_run")
+    first_with_samples = next((i for i, s in enumerate(found) if steps_of(uri, s)[0]), 0)
+    source = st.selectbox("Train run", found, index=first_with_samples, format_func=lambda s: s.label,
+                          key="credit_run")
     steps, from_mlflow = steps_of(uri, source)
     if not steps:
         st.info(f"run {source.label} has no advantage samples yet (samples/step_NNNNNN.json)")
@@ -109,4 +114,8 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         return
     index = st.selectbox("Rollout", range(len(rollouts)), format_func=lambda i: rollout_label(rollouts[i], i),
                          key="credit_rollout")
+    missing = [k for k in REQUIRED if k not in rollouts[index]]
+    if missing:
+        st.error(f"step {step} of {source.label}: rollout {index} lacks {missing}; it was written by an older trainer")
+        return
     render_rollout(rollouts[index], str(sample.get("estimator") or source.estimator))

@@ -58,7 +58,7 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         with st.expander(f"knob search: {len(grid)} settings scored on the search half"):
             st.dataframe(grid, width="stretch")
     if report.get("knobs"):
-        st.markdown("**chosen simulator knobs**" + (f" (changed from params: {', '.join(map(str, report['changed_from_params']))})"
-                                                    if report.get("changed_from_params") else ""))
+        changed = ", ".join(map(str, report.get("changed_from_params") or []))
+        st.markdown("**chosen simulator knobs**" + (f" (changed from params: {changed})" if changed else ""))
         st.json(report["knobs"], expanded=False)
     render_plot(report, paths)

@@ -176,6 +176,7 @@ class TinyModelParams(Section):
     intermediate_size: int = Field(384, ge=8, description="MLP width.")
     vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
     max_position_embeddings: int = Field(2048, ge=64, description="Longest sequence the model can see.")
+    tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
 
 
 class LoraParams(Section):

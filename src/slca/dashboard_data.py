@@ -128,9 +128,10 @@ def list_runs(uri: str, stage: str) -> list[RunRow]:
     mlflow_client = client(uri)
     try:
         experiments = [e.experiment_id for e in mlflow_client.search_experiments()]
-        runs = mlflow_client.search_runs(experiments, f"tags.`slca.stage` = '{stage}'",
-                                         order_by=["attributes.start_time DESC"], max_results=1000) if experiments else []
-    except Exception as error:  # a broken store surfaces as one line on the page
+        query = f"tags.`slca.stage` = '{stage}'"
+        runs = mlflow_client.search_runs(experiments, query, order_by=["attributes.start_time DESC"],
+                                         max_results=1000) if experiments else []
+    except Exception as error:  # noqa: BLE001 - a broken store surfaces as one line on the page
         raise StoreError(f"cannot read runs from {uri}: {error}") from None
     return [run_row(run, stage) for run in runs]
 
@@ -382,7 +383,7 @@ def load_calibration(report_path: Path, uri: str | None = None) -> tuple[dict[st
         with tempfile.TemporaryDirectory(prefix="slca-calib-") as folder:
             path = client(uri).download_artifacts(run.run_id, "calibration.json", folder)
             return json.loads(Path(path).read_text(encoding="utf-8")), f"MLflow run {run.run_id}"
-    except Exception:  # artifact missing or store without artifacts: fall back to the metrics
+    except Exception:  # noqa: BLE001 - no artifact or no artifact store: fall back to the metrics
         return calibration_from_metrics(run.metrics), f"metrics of MLflow run {run.run_id}"
 
 

@@ -3,9 +3,22 @@
     from slca.rollout import run_episodes, env_factory, reward_fn, make_generate_fn
 """
 
-from slca.rollout.chat import gold_conversation, prompt_messages, tool_calls_message, tool_content, tool_message
+from slca.rollout.chat import (
+    gold_conversation,
+    prompt_messages,
+    tool_calls_message,
+    tool_content,
+    tool_message,
+)
 from slca.rollout.hf import make_generate_fn
-from slca.rollout.loop import Episode, generate_turns, run_episodes, tool_blocks, tool_suffix_ids, turn_text
+from slca.rollout.loop import (
+    Episode,
+    generate_turns,
+    run_episodes,
+    tool_blocks,
+    tool_suffix_ids,
+    turn_text,
+)
 from slca.rollout.scoring import build_judge, env_factory, reward_fn, score_episode
 
 __all__ = [

@@ -47,7 +47,12 @@ def user_request(task: Mapping[str, Any]) -> str:
 
 def score_episode(episode: Episode, params: Any, judge: Any) -> Episode:
     """R_tool (execution vs gold), R_sum (judge on the final answer), no-call penalty override."""
-    from slca.rewards import execution_reward, execution_settings, rollout_rewards, summary_reward
+    from slca.rewards import (
+        execution_reward,
+        execution_settings,
+        rollout_rewards,
+        summary_reward,
+    )
 
     task = episode.task
     known = [tool["function"]["name"] for tool in task.get("tools") or [] if "function" in tool]

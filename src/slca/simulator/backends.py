@@ -66,6 +66,8 @@ def flat_hints(arguments: dict) -> dict:
 
 def synthesize_response(spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> dict:
     """The schema backend's payload for a valid call (also the llm backend's fallback)."""
+    if not spec.response.get("properties"):  # no response schema known: acknowledge the request
+        return {"status": "success", "request": {"name": spec.name, "arguments": arguments}}
     rng = state.rng_for(spec.name, arguments, spec.writes)
     remembered = state.hints_for(arguments) if knobs.track_writes else {}
     hints = {**spec.defaults, **remembered, **flat_hints(arguments)}

@@ -8,7 +8,9 @@ catalog when the name is known there, else any JSON object is a conforming respo
 from __future__ import annotations
 
 import copy
+import json
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -18,12 +20,14 @@ from jsonschema import Draft202012Validator
 from slca.simulator.fastcheck import Checker, compile_checker
 
 GENERIC_RESPONSE: dict = {"type": "object"}
+MAX_CACHED_SPECS = 2048
 WRITE_VERBS = ("add", "book", "cancel", "change", "create", "delete", "make", "modify", "move",
                "pay", "place", "remove", "request", "reschedule", "reserve", "return", "schedule",
                "send", "set", "submit", "transfer", "update", "decline", "accept", "invite")
 RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
                   "maxItems", "minLength", "maxLength", "multipleOf")
 FORMAT_KEYWORDS = ("format", "pattern")
+_SPECS: OrderedDict[str, "ToolSpec | None"] = OrderedDict()
 _EXAMPLE = re.compile(r"e\.g\.\s*'([^']+)'")
 _DEFAULT = re.compile(r"\bdefaults? (?:to |is )?'?([A-Za-z0-9_.:-]+?)'?[.;,)]?(?:\s|$)")
 
@@ -187,5 +191,21 @@ def toolset(tools: Any) -> dict[str, ToolSpec]:
         entries: list = [tools]
     else:
         entries = list(tools)
-    specs = (to_spec(entry) for entry in entries)
+    specs = (cached_spec(entry) for entry in entries)
     return {spec.name: spec for spec in specs if spec is not None}
+
+
+def cached_spec(entry: Any) -> ToolSpec | None:
+    """to_spec, shared across episodes offering the same definition (compiled caches reused, and
+    the catalog validator's per-schema cache stays bounded)."""
+    try:
+        key = json.dumps(entry, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return to_spec(entry)
+    hit = _SPECS.get(key)
+    if hit is None:
+        hit = to_spec(entry)
+        _SPECS[key] = hit
+        if len(_SPECS) > MAX_CACHED_SPECS:
+            _SPECS.popitem(last=False)
+    return hit

@@ -23,21 +23,31 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
-from transformers import (  # noqa: E402
+import torch
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
+from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
-from transformers.utils.chat_template_utils import render_jinja_template  # noqa: E402
-from trl.chat_template_utils import qwen2_5_chat_template  # noqa: E402
+from transformers.models.qwen2.tokenization_qwen2 import (
+    PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX,
+)
+from transformers.utils.chat_template_utils import render_jinja_template
+from trl.chat_template_utils import qwen2_5_chat_template
 
-from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX  # noqa: E402
-
-from slca.rollout.chat import gold_conversation  # noqa: E402
+from slca.rollout.chat import gold_conversation
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -64,6 +74,19 @@ def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[s
 def corpus_texts(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
     """Rendered gold dialogues (tools JSON, calls, responses, summary) of the given tasks."""
     return [render_chat(gold_conversation(task), task.get("tools")) for task in tasks]
+
+
+def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[Mapping[str, Any]]:
+    """A seeded sample of n tasks, in a seeded order."""
+    order = list(range(len(tasks)))
+    random.Random(seed).shuffle(order)
+    return [tasks[i] for i in order[:n]]
+
+
+def tokenizer_for_tasks(tasks: Sequence[Mapping[str, Any]], params: Any) -> PreTrainedTokenizerFast:
+    """The tiny policy's tokenizer, trained on a seeded sample of the given train tasks."""
+    tiny, seed = params.policy.tiny, params.project.seed
+    return train_tokenizer(corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed)), tiny.vocab_size, seed)
 
 
 def _strip_special(text: str) -> str:
@@ -209,8 +232,7 @@ def load_policy(path_or_none: str | Path | None, params: Any,
     if path is not None:
         return _load_pretrained(Path(path), params.policy.lora)
     if tokenizer is None:
-        tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl", limit=params.sft.n_examples)
-        tokenizer = train_tokenizer(corpus_texts(tasks), params.policy.tiny.vocab_size, params.project.seed)
+        tokenizer = tokenizer_for_tasks(read_tasks(Path(params.data.out_dir) / "train.jsonl"), params)
     model = build_tiny_model(params.policy.tiny, tokenizer, params.project.seed)
     if params.policy.lora.enabled:
         model = _apply_lora(model, params.policy.lora)

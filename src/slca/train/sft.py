@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import tempfile
 import time
@@ -26,20 +25,20 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
-from trl import SFTConfig, SFTTrainer  # noqa: E402
-from trl.chat_template_utils import get_training_chat_template  # noqa: E402
+import torch
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import SFTConfig, SFTTrainer
+from trl.chat_template_utils import get_training_chat_template
 
-from slca.rollout.chat import gold_conversation  # noqa: E402
-from slca.tracking import log_json, log_metrics, stage_run  # noqa: E402
-from slca.train.policy import (  # noqa: E402
-    corpus_texts,
+from slca.rollout.chat import gold_conversation
+from slca.tracking import log_json, log_metrics, stage_run
+from slca.train.policy import (
     count_parameters,
     load_policy,
     read_tasks,
-    train_tokenizer,
+    select_tasks,
+    tokenizer_for_tasks,
 )
 
 
@@ -65,13 +64,6 @@ def build_sft_dataset(tasks: Sequence[Mapping[str, Any]], tokenizer: Any, max_le
     if not kept:
         raise ValueError(f"no SFT example fits sft.max_length={max_length}; raise it")
     return Dataset.from_list(kept), len(rows) - len(kept)
-
-
-def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[Mapping[str, Any]]:
-    """A seeded sample of n tasks, in a seeded order."""
-    order = list(range(len(tasks)))
-    random.Random(seed).shuffle(order)
-    return [tasks[i] for i in order[:n]]
 
 
 def _tracking_active() -> bool:
@@ -149,7 +141,7 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
     started = time.perf_counter()
     tokenizer = None
     if params.policy.model_path is None:
-        tokenizer = train_tokenizer(corpus_texts(tasks), params.policy.tiny.vocab_size, seed)
+        tokenizer = tokenizer_for_tasks(tasks, params)
     model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
     chosen = select_tasks(tasks, params.sft.n_examples, seed)
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
