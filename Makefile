@@ -11,12 +11,13 @@ export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
-.PHONY: install run test bench clean help
+.PHONY: install run test bench dashboard clean help
 
 help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
 	@echo "make test   install, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
+	@echo "make dashboard  serve the Streamlit credit-attribution dashboard"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +39,9 @@ test: install
 
 bench: install
 	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+dashboard: install
+	$(VENV)/bin/streamlit run dashboards/app.py
 
 clean:
 	rm -rf data models reports mlflow.db mlartifacts .dvc/tmp

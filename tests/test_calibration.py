@@ -11,7 +11,12 @@ from slca.config import CalibrationParams, DataParams, Params, SimulatorParams
 from slca.data.synthesis import synthesize
 from slca.simulator import load_calibrated_knobs
 from slca.simulator.calibration import check_search_knobs, run_calibrate, split_items
-from slca.simulator.calibration_metrics import Outcome, error_agreement, leaves, value_agreement
+from slca.simulator.calibration_metrics import (
+    Outcome,
+    error_agreement,
+    leaves,
+    value_agreement,
+)
 from slca.simulator.calibration_set import PERTURBATIONS, build_items, read_rows
 from slca.simulator.specs import toolset
 from slca.simulator.types import ToolResult

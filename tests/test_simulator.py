@@ -7,7 +7,13 @@ import json
 import pytest
 
 from slca.config import Params, SimulatorParams
-from slca.simulator import EpisodeState, Knobs, SimulatorSession, load_calibrated_knobs, simulate
+from slca.simulator import (
+    EpisodeState,
+    Knobs,
+    SimulatorSession,
+    load_calibrated_knobs,
+    simulate,
+)
 from slca.simulator.specs import toolset
 from slca.tools import World, as_openai_tool, catalog, tool_map
 from slca.tools.examples import example_calls

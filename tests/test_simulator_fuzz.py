@@ -12,7 +12,13 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slca.simulator import ERROR_CLASSES, EpisodeState, SimulatorSession, ToolResult, simulate
+from slca.simulator import (
+    ERROR_CLASSES,
+    EpisodeState,
+    SimulatorSession,
+    ToolResult,
+    simulate,
+)
 from slca.simulator.specs import toolset
 from slca.tools import World, execute, tool_map
 from slca.tools.examples import example_calls

@@ -25,8 +25,14 @@ from typing import Any
 from tqdm import tqdm
 
 from slca.simulator.backends import make_backend
-from slca.simulator.calibration_metrics import (Outcome, error_agreement, knob_diff, row_specs, run_items,
-                                                 score)
+from slca.simulator.calibration_metrics import (
+    Outcome,
+    error_agreement,
+    knob_diff,
+    row_specs,
+    run_items,
+    score,
+)
 from slca.simulator.calibration_set import CalibItem, build_items, read_rows
 from slca.simulator.types import Knobs
 from slca.tracking import write_atomic

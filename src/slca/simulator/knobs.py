@@ -31,6 +31,6 @@ def load_calibrated_knobs(report_path: Path | str, params: Any = None) -> dict[s
                          "rerun `slca calibrate` or delete the file") from None
     chosen = report.get("knobs", {}) if isinstance(report, dict) else {}
     if not isinstance(chosen, dict):
-        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")
+        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")  # noqa: TRY004
     known = {name: value for name, value in chosen.items() if name in base}
     return Knobs.from_mapping({**base, **known}).as_dict()

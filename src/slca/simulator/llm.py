@@ -144,7 +144,7 @@ class LLMBackend:
         except EndpointError:
             self.stats["endpoint_error"] += 1
             return None, "fallback"
-        except Exception:  # a local model callable failing must not end the rollout
+        except Exception:  # noqa: BLE001 - a local model callable failing must not end the rollout
             self.stats["generate_error"] += 1
             return None, "fallback"
         content = parse_tool_response(reply)

@@ -109,7 +109,7 @@ def parse_call(call: Any, *, max_chars: int, max_depth: int) -> ParsedCall | Too
     """(name, arguments) of a raw call string or an already-parsed dict; never raises."""
     try:
         return _parse(call, max_chars, max_depth)
-    except Exception as error:  # last line of defence: odd objects passed by callers
+    except Exception as error:  # noqa: BLE001 - last line of defence: odd objects passed by callers
         return ToolResult.failure("malformed", f"Tool call could not be read ({type(error).__name__}). {CALL_SHAPE}")
 
 
@@ -126,9 +126,8 @@ def _parse(call: Any, max_chars: int, max_depth: int) -> ParsedCall | ToolResult
         call, problem = loads_capped(text, max_chars, max_depth)
         if problem is not None:
             return problem
-    elif isinstance(call, dict):
-        if value_depth(call, max_depth) > max_depth:
-            return ToolResult.failure("too_large", f"Tool call JSON is nested deeper than {max_depth} levels.")
+    elif isinstance(call, dict) and value_depth(call, max_depth) > max_depth:
+        return ToolResult.failure("too_large", f"Tool call JSON is nested deeper than {max_depth} levels.")
     if not isinstance(call, dict):
         kind = type(call).__name__ if not isinstance(call, list) else "array"
         return ToolResult.failure("malformed", f"Tool call must be a JSON object, got {kind}. {CALL_SHAPE}")

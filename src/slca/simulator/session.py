@@ -54,7 +54,7 @@ def dispatch(specs: dict[str, ToolSpec], parsed: ParsedCall, backend: Backend, s
             parsed.name)
     try:
         return backend.respond(spec, parsed.arguments, state, knobs)
-    except Exception as error:  # a backend bug must not end a rollout
+    except Exception as error:  # noqa: BLE001 - a backend bug must not end a rollout
         return ToolResult(False, None, f"Tool '{spec.name}' could not be simulated "
                                        f"({type(error).__name__}).", "backend", spec.name, "backend")
 
@@ -89,7 +89,7 @@ def simulate(tool_schema: Any, call: Any, *, backend: str | Backend = "schema",
     """Answer one call against `tool_schema` (a tool, a list of tools, or None = whole catalog)."""
     try:
         specs = _cached_toolset(tool_schema)
-    except Exception:
+    except Exception:  # noqa: BLE001 - unreadable tool definitions are an error result, not a crash
         return ToolResult.failure("malformed", "Tool definitions could not be read.")
     engine = _shared_backend(backend) if isinstance(backend, str) else backend
     return answer(specs, call, engine, state if state is not None else EpisodeState(), resolve_knobs(knobs=knobs))

@@ -27,7 +27,7 @@ WRITE_VERBS = ("add", "book", "cancel", "change", "create", "delete", "make", "m
 RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
                   "maxItems", "minLength", "maxLength", "multipleOf")
 FORMAT_KEYWORDS = ("format", "pattern")
-_SPECS: OrderedDict[str, "ToolSpec | None"] = OrderedDict()
+_SPECS: OrderedDict[str, ToolSpec | None] = OrderedDict()
 _EXAMPLE = re.compile(r"e\.g\.\s*'([^']+)'")
 _DEFAULT = re.compile(r"\bdefaults? (?:to |is )?'?([A-Za-z0-9_.:-]+?)'?[.;,)]?(?:\s|$)")
 

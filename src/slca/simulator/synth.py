@@ -198,7 +198,7 @@ def id_prefix(name: str) -> str:
     match = re.match(r"^([A-Za-z]+)-\d+$", example)
     if match:
         return match.group(1)
-    stem = (name[:-3] if name.endswith("_id") else name) or "obj"
+    stem = (name.removesuffix("_id")) or "obj"
     return stem[:3].upper()
 
 

@@ -29,7 +29,7 @@ class ToolResult:
     source: str = ""  # which backend produced the content ("schema", "llm", "cache", "real", ...)
 
     @classmethod
-    def failure(cls, error_class: str, message: str, name: str | None = None) -> "ToolResult":
+    def failure(cls, error_class: str, message: str, name: str | None = None) -> ToolResult:
         return cls(False, None, message, error_class, name, "validation")
 
     def to_message(self) -> str:
@@ -60,7 +60,7 @@ class Knobs:
         return _KNOB_NAMES
 
     @classmethod
-    def from_mapping(cls, values: Any) -> "Knobs":
+    def from_mapping(cls, values: Any) -> Knobs:
         """Knobs from a mapping or an object with same-named attributes (e.g. SimulatorParams)."""
         if values is None:
             return cls()
@@ -76,7 +76,7 @@ class Knobs:
         defaults = cls()
         return cls(**{name: getter(name, getattr(defaults, name)) for name in cls.names()})
 
-    def replace(self, **changes: Any) -> "Knobs":
+    def replace(self, **changes: Any) -> Knobs:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
