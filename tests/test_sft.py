@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from policy_fixtures import no_call_task, single_task, small_params, tiny_tasks
 
 from slca.train.policy import corpus_texts, load_policy, render_prompt, train_tokenizer
@@ -47,7 +48,16 @@ def test_too_long_examples_are_dropped_not_cut(tokenizer):
     assert max(len(ids) for ids in dataset["input_ids"]) <= limit
 
 
-def test_run_sft_lowers_loss_and_saves_a_loadable_policy(tmp_path):
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine oversubscribed OpenMP threads spin and crawl."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_run_sft_lowers_loss_and_saves_a_loadable_policy(tmp_path, mlflow_store, one_thread):
     params = small_params(tmp_path, max_steps=12, batch_size=4, learning_rate=5e-3)
     data = tmp_path / "data"
     data.mkdir()
@@ -58,5 +68,12 @@ def test_run_sft_lowers_loss_and_saves_a_loadable_policy(tmp_path):
     saved = tmp_path / "sft"
     assert json.loads((saved / "sft_metrics.json").read_text())["sft_steps"] == 12
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sft")]  # no staging dir left
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(mlflow_store)
+    run = client.search_runs([client.get_experiment_by_name("slca").experiment_id])[0]
+    assert run.data.tags["slca.stage"] == "sft"
+    assert len(client.get_metric_history(run.info.run_id, "sft/loss")) == 12
+    assert run.data.metrics["sft_final_loss"] == pytest.approx(metrics["sft_final_loss"])
     model, tokenizer = load_policy(saved, params)
     assert model.config.model_type == "qwen2" and tokenizer.eos_token == "<|im_end|>"

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca.rewards import execution_reward, execution_settings, rollout_rewards, summary_reward
+from slca.rewards import execution_reward, execution_settings, judge_from_params, rollout_rewards, summary_reward
 from slca.rewards.execution import COMPONENTS
 from slca.rollout.chat import tool_message
 
@@ -53,8 +53,6 @@ class Episode:
 
 def build_judge(params: Any) -> Any:
     """The summary judge configured in `params.rewards`."""
-    from slca.rewards import judge_from_params
-
     return judge_from_params(params.rewards)
 
 
