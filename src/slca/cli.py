@@ -92,7 +92,10 @@ def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
     """Calibrate the tool simulator against the real executors."""
     report = _run_stage("slca.simulator.calibration:run_calibrate", params)
     heldout = report.get("heldout", {}) if isinstance(report, dict) else {}
-    typer.echo(f"calibration held-out: {heldout}")
+    figures = ", ".join(f"{key} {heldout[key]:.3f}" for key in
+                        ("error_f1", "error_class_agreement", "conformance", "value_agreement", "consistency")
+                        if isinstance(heldout.get(key), (int, float)))
+    typer.echo(f"calibration held-out: {figures}")
 
 
 @app.command()
