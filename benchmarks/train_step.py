@@ -1,9 +1,11 @@
 """Per-step time of SLCA-GRPO vs GRPO in one training run (target ratio ≤ 1.05).
 
-One trainer alternates the estimator step by step (slca, grpo, slca, ...), so both see the same
-machine load, model and data stream; the report is the median optimizer-step time of each and
-their ratio, plus the median time of the advantage computation itself (segments, estimator,
-credit diagnostics). The policy is `--model` (default `models/sft` when present, else a fresh
+One trainer runs steps in pairs: the first step of a pair generates rollouts, the second replays
+the very same rollouts, and the two steps of a pair use the two estimators (the order swaps from
+pair to pair). So both estimators update on identical token batches under the same machine load.
+Reported: the median update time (step time minus rollout generation, which is the same code for
+every estimator) of each and their ratio, the median full step time, and the median time of the
+advantage computation itself (segments, estimator, credit diagnostics). The policy is `--model` (default `models/sft` when present, else a fresh
 tiny policy); tasks come from `data/train.jsonl` when present, else the in-repo synthesizer.
 
     python benchmarks/train_step.py --steps 12
@@ -12,6 +14,7 @@ tiny policy); tasks come from `data/train.jsonl` when present, else the in-repo 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -25,27 +28,52 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from transformers import TrainerCallback  # noqa: E402
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 
-from slca.config import Params  # noqa: E402
+from slca.config import Params
 
 ESTIMATORS = ("slca", "grpo")
 
 
+def estimator_at(step: int) -> str:
+    """Pair k = steps 2k, 2k+1; the estimator going first alternates between pairs."""
+    pair, second = divmod(step, 2)
+    return ESTIMATORS[(pair + second) % 2]
+
+
 class Alternate(TrainerCallback):
-    """Switches the estimator before each step and times the step."""
+    """Sets the estimator before each step, replays rollouts on odd steps and times the steps."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
-        self.times: dict[str, list[float]] = {name: [] for name in ESTIMATORS}
+        self.steps: dict[str, list[float]] = {name: [] for name in ESTIMATORS}
+        self.updates: dict[str, list[float]] = {name: [] for name in ESTIMATORS}
         self.started = 0.0
+        self.generation = 0.0
+        self.cache: Any = None
+        rollout = trainer.rollout_func
+
+        def replaying(prompts: list, owner: Any) -> dict[str, Any]:
+            start = time.perf_counter()
+            if owner.state.global_step % 2 == 0:
+                payload = rollout(prompts, owner)
+                self.cache = (copy.deepcopy(payload), copy.deepcopy(owner._episode_batch))
+            else:
+                payload, owner._episode_batch = copy.deepcopy(self.cache[0]), copy.deepcopy(self.cache[1])
+            self.generation = time.perf_counter() - start
+            return payload
+
+        trainer.rollout_func = replaying
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        self.trainer.estimator = ESTIMATORS[state.global_step % 2]
+        self.trainer.estimator = estimator_at(state.global_step)
         self.started = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        self.times[self.trainer.estimator].append(time.perf_counter() - self.started)
+        elapsed = time.perf_counter() - self.started
+        self.steps[self.trainer.estimator].append(elapsed)
+        self.updates[self.trainer.estimator].append(elapsed - self.generation)
 
 
 def timed_advantages(trainer: Any) -> dict[str, list[float]]:
@@ -85,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
     from slca.train.policy import load_policy
     from slca.train.smoke import tiny_policy
+    from slca.train.train_stage import QuietProgress
 
     params = load_params(args.params) if Path(args.params).exists() else Params()
     tasks = load_tasks(max(64, args.steps * params.train.prompts_per_step))
@@ -98,13 +127,17 @@ def main(argv: list[str] | None = None) -> int:
                                   train_dataset=task_dataset(tasks), processing_class=tokenizer)
         steps = Alternate(trainer)
         trainer.add_callback(steps)
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(QuietProgress())
         advantage_times = timed_advantages(trainer)
         trainer.train()
-    median = {name: statistics.median(steps.times[name][1:] or steps.times[name]) for name in ESTIMATORS}
+    update = {name: statistics.median(steps.updates[name]) for name in ESTIMATORS}
+    step = {name: statistics.median(steps.steps[name]) for name in ESTIMATORS}
     adv = {name: statistics.median(advantage_times[name]) for name in ESTIMATORS}
-    report = {"steps": args.steps, "median_step_s": median, "median_advantage_ms": {k: 1e3 * v for k, v in adv.items()},
-              "ratio_slca_over_grpo": median["slca"] / median["grpo"]}
-    print(f"median step: slca {median['slca']:.3f} s, grpo {median['grpo']:.3f} s, "
+    report = {"steps": args.steps, "median_update_s": update, "median_step_s": step,
+              "median_advantage_ms": {k: 1e3 * v for k, v in adv.items()},
+              "ratio_slca_over_grpo": update["slca"] / update["grpo"]}
+    print(f"median update on the same rollouts: slca {update['slca']:.3f} s, grpo {update['grpo']:.3f} s, "
           f"ratio {report['ratio_slca_over_grpo']:.3f} (target <= 1.05); advantages: "
           f"slca {1e3 * adv['slca']:.2f} ms, grpo {1e3 * adv['grpo']:.2f} ms")
     print(json.dumps(report, sort_keys=True))

@@ -24,6 +24,16 @@ STAGE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def stop_ephemeral_prefect():
+    """Stop the ephemeral Prefect server while pytest still owns stdout (its atexit hook logs)."""
+    yield
+    from prefect.server.api.server import SubprocessASGIServer
+
+    for server in list(SubprocessASGIServer._instances.values()):
+        server.stop()
+
+
 @pytest.fixture
 def dvc_project(tmp_path, monkeypatch, mlflow_store):
     """A throwaway git+DVC project with two chained stages that open MLflow stage runs."""

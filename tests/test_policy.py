@@ -23,6 +23,7 @@ from trl.chat_template_utils import (
 
 from slca.config import Params
 from slca.train.policy import (
+    CHAT_TEMPLATE,
     SPECIAL_TOKENS,
     PolicyError,
     build_tiny_model,
@@ -108,6 +109,8 @@ def test_load_policy_round_trips_a_saved_model(tokenizer, tmp_path):
     model.save_pretrained(tmp_path / "m")
     tokenizer.save_pretrained(tmp_path / "m")
     loaded, loaded_tokenizer = load_policy(tmp_path / "m", params)
+    # the reloaded tokenizer keeps TRL's exact Qwen2.5 template, so add_response_schema recognises it
+    assert loaded_tokenizer.chat_template == CHAT_TEMPLATE and loaded_tokenizer.eos_token == "<|im_end|>"
     text = render_prompt(single_task(2), loaded_tokenizer)
     assert loaded_tokenizer.encode(text) == tokenizer.encode(text)
     ids = torch.tensor([tokenizer.encode(text)])

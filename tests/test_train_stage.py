@@ -13,7 +13,14 @@ import mlflow
 import pytest
 import torch
 import yaml
-from grpo_fixtures import ScriptedTurns, make_policy, small_params, small_raw, synthetic_tasks, write_tasks
+from grpo_fixtures import (
+    ScriptedTurns,
+    make_policy,
+    small_params,
+    small_raw,
+    synthetic_tasks,
+    write_tasks,
+)
 from safetensors.torch import load_file
 
 from slca.train.grpo import SLCAGRPOTrainer
@@ -72,7 +79,7 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         assert samples == {"samples/step_000000.json", "samples/step_000002.json"}
         sample = json.loads((folder / "samples" / "step_000002.json").read_text())
         first = sample["rollouts"][0]
-        lengths = {len(first[k]) for k in ("tokens", "response_mask", "tool_mask", "summary_mask",
+        lengths = {len(first[k]) for k in ("completion_ids", "tokens", "response_mask", "tool_mask", "summary_mask",
                                            "advantages", "advantages_grpo")}
         assert sample["estimator"] == estimator and len(lengths) == 1
     calls = client.get_metric_history(_runs("slca")[0].info.run_id, "rollout/tool_calls_per_rollout")
@@ -107,7 +114,7 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     mlflow.set_tracking_uri(mlflow_store)
     (killed,) = _runs("grpo")
     assert killed.info.status == "RUNNING"
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, check=False, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((folder / "metrics.json").read_text())
     assert summary["global_step"] == 4 and summary["resumed_from"] == "checkpoint-2"
@@ -118,3 +125,19 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     steps = [json.loads(line)["step"] for line in (folder / "metrics_history.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
     assert torch.load(folder / "training_args.bin", weights_only=False).max_steps == 4
+
+
+def test_history_helpers(tmp_path):
+    from slca.train.train_stage import latest_checkpoint, reward_curve, trim_history
+
+    history = tmp_path / "metrics_history.jsonl"
+    history.write_text("".join(json.dumps({"step": s, "reward": float(s)}) + "\n" for s in range(1, 7)))
+    trim_history(history, 4)
+    assert [json.loads(line)["step"] for line in history.read_text().splitlines()] == [1, 2, 3, 4]
+    assert reward_curve(history, window=2) == {"reward_first": 1.5, "reward_last": 3.5}
+    for step, complete in ((2, True), (4, True), (6, False)):  # checkpoint-6 was cut mid-write
+        (tmp_path / "ck" / f"checkpoint-{step}").mkdir(parents=True)
+        if complete:
+            (tmp_path / "ck" / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert latest_checkpoint(tmp_path / "ck").name == "checkpoint-4"
+    assert latest_checkpoint(tmp_path / "missing") is None

@@ -59,7 +59,8 @@ class Episode:
         """The final answer: the last assistant turn without tool-call blocks."""
         if not self.assistant_turns:
             return ""
-        return _CLOSED_BLOCK.sub("", self.assistant_turns[-1]).replace("<tool_call>", "").strip()
+        text = _CLOSED_BLOCK.sub("", self.assistant_turns[-1])
+        return text.replace("<tool_call>", "").replace("</tool_call>", "").strip()
 
     def append(self, ids: Sequence[int], learned: bool) -> None:
         self.completion_ids.extend(ids)

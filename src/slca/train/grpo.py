@@ -26,12 +26,17 @@ from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+import torch
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
 
-from slca.credit import compute_advantages, credit_diagnostics, get_estimator, segment_masks  # noqa: E402
-from slca.train.grpo_rollout import build_judge, run_multiturn  # noqa: E402
+from slca.credit import (
+    compute_advantages,
+    credit_diagnostics,
+    get_estimator,
+    segment_masks,
+)
+from slca.train.grpo_rollout import build_judge, run_multiturn
 
 SampleSink = Callable[[int, dict[str, Any]], None]
 
@@ -66,36 +71,36 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
                 "vllm_gpu_memory_utilization": train.vllm_gpu_memory_utilization}
         if train.vllm_server_base_url:
             vllm["vllm_server_base_url"] = train.vllm_server_base_url
-    fields: dict[str, Any] = dict(
-        output_dir=output_dir,
-        max_steps=max_steps if max_steps is not None else train.max_steps,
-        per_device_train_batch_size=rollouts // world,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
-        num_iterations=1,
-        num_generations=train.num_generations,
-        learning_rate=train.learning_rate,
-        lr_scheduler_type="constant",
-        beta=train.beta,
-        epsilon=train.epsilon,
-        loss_type=train.loss_type,
-        max_completion_length=train.max_completion_length,
-        max_tool_calling_iterations=train.max_tool_turns,
-        temperature=train.temperature,
-        seed=seed,
-        data_seed=seed,
-        save_strategy="steps" if save else "no",
-        save_steps=train.checkpoint_every,
-        save_total_limit=2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=not gpu,
-        bf16=gpu and torch.cuda.is_bf16_supported(),
-        gradient_checkpointing=gpu and train.gradient_checkpointing,
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        log_completions=False,
-    )
+    fields: dict[str, Any] = {
+        "output_dir": output_dir,
+        "max_steps": max_steps if max_steps is not None else train.max_steps,
+        "per_device_train_batch_size": rollouts // world,
+        "gradient_accumulation_steps": 1,
+        "steps_per_generation": 1,
+        "num_iterations": 1,
+        "num_generations": train.num_generations,
+        "learning_rate": train.learning_rate,
+        "lr_scheduler_type": "constant",
+        "beta": train.beta,
+        "epsilon": train.epsilon,
+        "loss_type": train.loss_type,
+        "max_completion_length": train.max_completion_length,
+        "max_tool_calling_iterations": train.max_tool_turns,
+        "temperature": train.temperature,
+        "seed": seed,
+        "data_seed": seed,
+        "save_strategy": "steps" if save else "no",
+        "save_steps": train.checkpoint_every,
+        "save_total_limit": 2,
+        "logging_steps": 1,
+        "report_to": "none",
+        "use_cpu": not gpu,
+        "bf16": gpu and torch.cuda.is_bf16_supported(),
+        "gradient_checkpointing": gpu and train.gradient_checkpointing,
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "log_completions": False,
+    }
     fields.update(vllm)
     fields.update(overrides)
     return GRPOConfig(**fields)
@@ -159,7 +164,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
 
     def _segment_advantages(self, output: dict[str, Any]) -> torch.Tensor:
         """(B, T) advantages of the active estimator for this process's rows."""
-        credit, train = self.slca_params.credit, self.slca_params.train
+        credit = self.slca_params.credit
         device = output["completion_ids"].device
         local_mask = output["completion_mask"]
         if "tool_mask" in output:
@@ -222,6 +227,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
             task = self._current_tasks[row]
             rollouts.append({
                 "prompt_id": task.get("id"), "group": int(credit["group_ids"][row]), "sample_idx": row,
+                "completion_ids": ids,
                 "tokens": [tokenizer.decode([token], skip_special_tokens=False) for token in ids],
                 "response_mask": credit["response_mask"][row, :length].int().tolist(),
                 "tool_mask": credit["tool_mask"][row, :length].int().tolist(),

@@ -24,7 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca.rewards import execution_reward, execution_settings, judge_from_params, rollout_rewards, summary_reward
+from slca.rewards import (
+    execution_reward,
+    execution_settings,
+    judge_from_params,
+    rollout_rewards,
+    summary_reward,
+)
 from slca.rewards.execution import COMPONENTS
 from slca.rollout.chat import tool_message
 

@@ -80,8 +80,8 @@ class MlflowLossCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         logs = logs or {}
-        metrics = {f"sft/{key}": float(value) for key, value in logs.items()
-                   if key in ("loss", "learning_rate", "grad_norm", "mean_token_accuracy") and value is not None}
+        metrics = {f"sft/{key}": float(value) for key, value in logs.items() if value is not None and key in
+                   ("loss", "learning_rate", "grad_norm", "mean_token_accuracy")}
         if "loss" in logs:
             self.losses.append(float(logs["loss"]))
         if metrics and _tracking_active():

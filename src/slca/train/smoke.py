@@ -24,9 +24,9 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch
 
-from slca.config import Params  # noqa: E402
+from slca.config import Params
 
 
 def smoke_tasks(n: int, seed: int) -> list[dict[str, Any]]:
@@ -59,7 +59,7 @@ def tiny_policy(params: Params, tasks: list[dict[str, Any]], folder: Path) -> Pa
 def vllm_available() -> bool:
     try:
         import vllm  # noqa: F401
-    except Exception:  # any import failure means plain generation
+    except Exception:  # noqa: BLE001 - any import failure means plain generation
         return False
     return True
 

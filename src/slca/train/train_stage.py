@@ -115,7 +115,7 @@ def previous_run_id(folder: Path) -> str | None:
     run_id = path.read_text(encoding="utf-8").strip()
     try:
         mlflow.tracking.MlflowClient().get_run(run_id)
-    except Exception:  # another store or a deleted run: start a new one
+    except Exception:  # noqa: BLE001 - another store or a deleted run: start a new one
         return None
     return run_id
 
