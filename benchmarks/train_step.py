@@ -107,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps in all (half per estimator)")
     parser.add_argument("--model", default=None, help="local model dir (default models/sft or a fresh tiny policy)")
     parser.add_argument("--params", default="params.yaml", help="params.yaml for the train section (if present)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1 keeps the timing stable on a shared machine)")
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     from slca.config import load_params
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset

@@ -17,8 +17,10 @@ last step is done.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -176,25 +178,31 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     trim_history(folder / HISTORY_FILE, int(checkpoint.name.split("-")[-1]) if checkpoint else 0)
     logged = {"estimator": estimator, "seed": seed, "train": params.train.model_dump(mode="json"),
               "credit": params.credit.model_dump(mode="json")}
-    with stage_run("train", params, run_id=run_id, log_params=None if run_id else logged) as run:
-        write_atomic(folder / RUN_ID_FILE, run.info.run_id)
-        mlflow.set_tags({"mlflow.runName": f"train-{estimator}-s{seed}", "slca.estimator": estimator,
-                         "slca.seed": str(seed)})
+    # Under `accelerate launch` every process runs this; only rank 0 talks to MLflow and writes files.
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    tracking = (stage_run("train", params, run_id=run_id, log_params=None if run_id else logged)
+                if main_process else contextlib.nullcontext())
+    with tracking as run:
+        if main_process:
+            write_atomic(folder / RUN_ID_FILE, run.info.run_id)
+            mlflow.set_tags({"mlflow.runName": f"train-{estimator}-s{seed}", "slca.estimator": estimator,
+                             "slca.seed": str(seed)})
         trainer = build_trainer(params, estimator, seed, folder, [StepLogger(folder / HISTORY_FILE)],
-                                SampleWriter(folder / "samples"))
+                                SampleWriter(folder / "samples") if main_process else None)
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         trainer.save_model(str(folder))
-        trainer.processing_class.save_pretrained(str(folder))
         summary = {"estimator": estimator, "seed": seed, "global_step": int(trainer.state.global_step),
                    "resumed_from": checkpoint.name if checkpoint else None,
                    "train_runtime_s": float(result.metrics.get("train_runtime", 0.0)),
                    **reward_curve(folder / HISTORY_FILE)}
-        mlflow.log_metrics({k: float(v) for k, v in summary.items()
-                            if isinstance(v, (int, float)) and k not in ("seed",)})
-        log_json(summary, "train_metrics.json")
-        if not params.train.keep_checkpoints:
-            shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
-        write_atomic(folder / METRICS_FILE, json.dumps(summary, indent=2, sort_keys=True))
+        if main_process:
+            trainer.processing_class.save_pretrained(str(folder))
+            mlflow.log_metrics({k: float(v) for k, v in summary.items()
+                                if isinstance(v, (int, float)) and k not in ("seed",)})
+            log_json(summary, "train_metrics.json")
+            if not params.train.keep_checkpoints:
+                shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
+            write_atomic(folder / METRICS_FILE, json.dumps(summary, indent=2, sort_keys=True))
     return summary
 
 
