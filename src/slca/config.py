@@ -205,16 +205,16 @@ class TrainParams(Section):
     out_dir: str = Field("models", description="Runs are saved under <out_dir>/<estimator>-s<seed>.")
     estimators: list[str] = Field(["slca", "grpo"], description="Estimators trained by the train stage.")
     seeds: list[int] = Field([0], description="Seeds trained per estimator.")
-    max_steps: int = Field(30, ge=1, description="Optimizer steps per run.")
+    max_steps: int = Field(20, ge=1, description="Optimizer steps per run.")
     num_generations: int = Field(4, ge=2, description="Group size G: rollouts per prompt.")
-    prompts_per_step: int = Field(4, ge=1, description="Prompts per optimizer step.")
+    prompts_per_step: int = Field(2, ge=1, description="Prompts per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Learning rate.")
     beta: float = Field(0.001, ge=0, description="KL coefficient to the reference policy.")
-    max_completion_length: int = Field(192, ge=8, description="Token cap of one generated assistant turn.")
-    max_tool_turns: int = Field(3, ge=1, description="Tool-calling iterations per rollout at most.")
+    max_completion_length: int = Field(96, ge=8, description="Token cap of one generated assistant turn.")
+    max_tool_turns: int = Field(2, ge=1, description="Tool-calling iterations per rollout at most.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
-    checkpoint_every: int = Field(10, ge=1, description="Save a checkpoint every N steps.")
-    sample_every: int = Field(10, ge=1, description="Log a sample of rollouts with advantages every N steps.")
+    checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every N steps.")
+    sample_every: int = Field(5, ge=1, description="Log a sample of rollouts with advantages every N steps.")
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM (GPU machines only).")
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
     vllm_gpu_memory_utilization: float = Field(
@@ -237,7 +237,7 @@ class Tau2Params(Section):
     domain: str = Field("mock", description="tau2 domain (mock runs offline; airline/retail need a user simulator).")
     num_trials: int = Field(1, ge=1, description="Trials per task (pass^k for k up to this).")
     user_simulator: EndpointParams = Field(default_factory=EndpointParams, description="User simulator endpoint.")
-    max_steps: int = Field(100, ge=1, description="tau2 orchestrator step limit per simulation.")
+    max_steps: int = Field(12, ge=1, description="tau2 orchestrator step limit per simulation.")
     max_errors: int = Field(10, ge=1, description="Tool errors before a simulation is cut off.")
     task_split: str = Field("base", description="tau2 task split.")
     task_ids: list[str] | None = Field(None, description="Restrict to these task ids (null = all).")
@@ -250,13 +250,13 @@ class BfclParams(Section):
          "parallel_multiple", "irrelevance"],
         description="BFCL v4 categories evaluated.",
     )
-    limit: int = Field(20, ge=0, description="Questions per category (0 = all).")
+    limit: int = Field(5, ge=0, description="Questions per category (0 = all).")
     mode: Literal["fc", "prompt"] = Field("fc", description="Offer tools (fc) or put function docs in the prompt.")
 
 
 class EvalParams(Section):
     out_dir: str = Field("reports/eval", description="Where evaluation tables go.")
-    n_test: int = Field(200, ge=1, description="Test tasks evaluated per run.")
+    n_test: int = Field(60, ge=1, description="Test tasks evaluated per run.")
     pass_k: int = Field(1, ge=1, description="Samples per task for pass@k (1 = greedy only).")
     success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
     bfcl: BfclParams = Field(default_factory=BfclParams, description="BFCL v4 settings.")

@@ -1,0 +1,61 @@
+"""The evaluate stage end to end on a tiny (untrained) policy: in-domain, BFCL, tau2, MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from slca.config import parse_params
+from slca.data.synthesis import synthesize
+from slca.eval.stage import EvaluationError, run_evaluate
+from slca.train.policy import build_tiny_model, corpus_texts, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def eval_setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evalstage")
+    params = parse_params({
+        "data": {"out_dir": str(root / "data"), "n_train": 60, "n_val": 30, "n_test": 30},
+        "policy": {"tiny": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                            "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 600}},
+        "train": {"out_dir": str(root / "models"), "max_completion_length": 12, "max_tool_turns": 1},
+        "eval": {"out_dir": str(root / "reports" / "eval"), "n_test": 4,
+                 "bfcl": {"categories": ["simple_python", "irrelevance"], "limit": 2},
+                 "tau2": {"enabled": True, "domain": "mock", "max_steps": 4, "task_ids": None}},
+    })
+    splits = synthesize(params.data, seed=0)
+    (root / "data").mkdir()
+    for split, rows in splits.items():
+        (root / "data" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tokenizer = train_tokenizer(corpus_texts(splits["train"]), params.policy.tiny.vocab_size, 0)
+    model = build_tiny_model(params.policy.tiny, tokenizer, 0)
+    run = root / "models" / "slca-s0"
+    model.save_pretrained(run)
+    tokenizer.save_pretrained(run)
+    return params
+
+
+def test_evaluate_writes_one_report_and_logs_it(eval_setup, mlflow_store):
+    report = run_evaluate(eval_setup, "slca", 0)
+    saved = json.loads((Path(eval_setup.eval.out_dir) / "slca-s0.json").read_text())
+    assert saved["run"] == "slca-s0" and saved["estimator"] == "slca"
+    metrics = saved["metrics"]
+    assert metrics["indomain.n"] == 4.0
+    assert 0.0 <= metrics["indomain.success"] <= 1.0
+    assert set(saved["bfcl"]["accuracy"]) == {"simple_python", "irrelevance"}
+    assert "bfcl.overall_accuracy_non_live" in metrics
+    assert "tau2.pass_hat_1" in metrics and 0.0 <= metrics["tau2.pass_hat_1"] <= 1.0
+    assert report["metrics"] == metrics
+    client = mlflow.MlflowClient(mlflow_store)
+    run = client.search_runs([client.get_experiment_by_name("slca").experiment_id])[0]
+    assert run.data.tags["slca.stage"] == "evaluate"
+    assert run.data.metrics["indomain.n"] == 4.0
+    assert run.data.params["estimator"] == "slca"
+
+
+def test_evaluate_names_a_missing_run(eval_setup, mlflow_store):
+    with pytest.raises(EvaluationError, match=r"models/grpo-s3 does not exist; run `slca train --estimator grpo"):
+        run_evaluate(eval_setup, "grpo", 3)
