@@ -31,6 +31,7 @@ from slca.train.policy import (
     count_parameters,
     load_policy,
     render_prompt,
+    tool_names,
     train_tokenizer,
 )
 
@@ -52,6 +53,19 @@ def test_control_tokens_are_single_tokens(tokenizer):
 def test_encoding_round_trips_a_dialogue(tokenizer):
     text = corpus_texts([parallel_task(1)])[0]
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_offered_tool_names_are_single_tokens():
+    tasks = tiny_tasks(24)
+    assert "get_weather" in tool_names(tasks)
+    texts = corpus_texts(tasks)
+    plain = train_tokenizer(texts, vocab_size=270, seed=0)  # too few merges to build the name itself
+    named = train_tokenizer(texts, vocab_size=270, seed=0, whole_words=tool_names(tasks))
+    call = '{"name": "get_weather", "arguments": {"city": "Lima"}}'
+    assert "get_weather" not in plain.convert_ids_to_tokens(plain.encode(call, add_special_tokens=False))
+    assert "get_weather" in named.convert_ids_to_tokens(named.encode(call, add_special_tokens=False))
+    text = corpus_texts([parallel_task(1)])[0]
+    assert named.decode(named.encode(text, add_special_tokens=False)) == text
 
 
 def test_prompt_renders_tools_like_qwen2_5(tokenizer):

@@ -194,11 +194,11 @@ class PolicyParams(Section):
 
 class SftParams(Section):
     out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
-    max_steps: int = Field(90, ge=1, description="Optimizer steps of the warm-up (~2 CPU-s each at the defaults).")
-    learning_rate: float = Field(3e-3, gt=0, description="Peak learning rate (cosine decay).")
-    batch_size: int = Field(4, ge=1, description="Sequences per optimizer step.")
+    max_steps: int = Field(700, ge=1, description="Optimizer steps of the warm-up (~0.3 CPU-s each at the defaults).")
+    learning_rate: float = Field(2e-3, gt=0, description="Peak learning rate (cosine decay).")
+    batch_size: int = Field(1, ge=1, description="Sequences per optimizer step.")
     max_length: int = Field(1024, ge=32, description="Token cap of an SFT example; longer examples are dropped.")
-    n_examples: int = Field(400, ge=1, description="Train tasks sampled for the warm-up.")
+    n_examples: int = Field(1000, ge=1, description="Train tasks sampled for the warm-up.")
 
 
 class TrainParams(Section):

@@ -83,10 +83,16 @@ def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[
     return [tasks[i] for i in order[:n]]
 
 
+def tool_names(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Sorted names of the tools offered in the given tasks."""
+    return sorted({tool["function"]["name"] for task in tasks for tool in task.get("tools") or []})
+
+
 def tokenizer_for_tasks(tasks: Sequence[Mapping[str, Any]], params: Any) -> PreTrainedTokenizerFast:
     """The tiny policy's tokenizer, trained on a seeded sample of the given train tasks."""
     tiny, seed = params.policy.tiny, params.project.seed
-    return train_tokenizer(corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed)), tiny.vocab_size, seed)
+    texts = corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed))
+    return train_tokenizer(texts, tiny.vocab_size, seed, whole_words=tool_names(tasks))
 
 
 def _strip_special(text: str) -> str:
@@ -96,8 +102,13 @@ def _strip_special(text: str) -> str:
     return text
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with Qwen2.5 control tokens and chat template."""
+def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
+                    whole_words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with Qwen2.5 control tokens and chat template.
+
+    `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
+    tool name from the offered schemas into its call with one tied-embedding lookup.
+    """
     corpus = sorted({_strip_special(text) for text in texts})
     if not corpus:
         raise PolicyError("tokenizer corpus is empty: synthesize the data first (data/train.jsonl)")
@@ -120,6 +131,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0) -> Pre
     backend.train_from_iterator(corpus, trainer=trainer)
     # Tool tags stay visible in decoded text (as in Qwen2.5): single tokens, but not special
     backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TOOL_TAGS])
+    backend.add_tokens([AddedToken(word, special=False, normalized=False) for word in whole_words
+                        if word not in TOOL_TAGS])
     return wrap_tokenizer(backend)
 
 
