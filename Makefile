@@ -34,8 +34,9 @@ install: $(STAMP)
 run: install
 	$(PY) flows/pipeline.py
 
+# One torch thread: the tiny test models gain nothing from more, and 2 shared cores thrash.
 test: install
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 bench: install
 	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 from prefect import flow, get_run_logger, task
@@ -39,6 +42,17 @@ def dvc_stages(dvc_file: Path = Path("dvc.yaml")) -> list[str]:
     return list(stages)
 
 
+def _stream_lines(stream: Any) -> Iterator[str]:
+    """Non-empty lines of a byte stream, ended by \n or \r, as soon as each is complete."""
+    pending = b""
+    while chunk := stream.read1(4096):
+        parts = re.split(rb"[\r\n]", pending + chunk)
+        pending = parts.pop()
+        yield from (part.decode("utf-8", "replace") for part in parts if part.strip())
+    if pending.strip():
+        yield pending.decode("utf-8", "replace")
+
+
 def _dvc_executable() -> str:
     beside_python = Path(sys.executable).with_name("dvc")
     return str(beside_python) if beside_python.exists() else (shutil.which("dvc") or "dvc")
@@ -50,11 +64,15 @@ def repro_stage(stage: str, force: bool = False) -> str:
     logger = get_run_logger()
     command = [_dvc_executable(), "repro", "--single-item", stage] + (["--force"] if force else [])
     logger.info("running %s", " ".join(command))
-    completed = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
-    for line in (completed.stdout + completed.stderr).splitlines():
-        logger.info(line)
-    if completed.returncode != 0:
-        raise StageFailed(f"stage {stage!r} failed with exit code {completed.returncode}")
+    # Stream the stage's output as it comes (split on \r too), so progress bars show live.
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=os.environ.copy()) as process:
+        assert process.stdout is not None
+        for line in _stream_lines(process.stdout):
+            logger.info(line)
+        code = process.wait()
+    if code != 0:
+        raise StageFailed(f"stage {stage!r} failed with exit code {code}")
     return stage
 
 

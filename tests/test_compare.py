@@ -60,3 +60,9 @@ def test_run_compare_writes_markdown_plots_and_logs(tmp_path, mlflow_store):
 def test_run_compare_without_reports_names_what_is_missing(tmp_path, mlflow_store):
     with pytest.raises(CompareError, match=r"no evaluation reports found \(expected e\.g\. .*slca-s0\.json\)"):
         run_compare(_params(tmp_path))
+
+
+def test_moving_average_is_trailing():
+    from slca.eval.compare import moving_average
+
+    assert moving_average([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]

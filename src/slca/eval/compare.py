@@ -30,7 +30,8 @@ HEADLINE = {
     "bfcl.overall_accuracy_non_live": "BFCL (non-live)",
     "tau2.pass_hat_1": "τ² Pass^1",
 }
-CURVES = ("reward", "rewards/r_tool", "rewards/r_sum", "credit/misattribution_rate")
+CURVES = ("reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "credit/misattribution_rate")
+SMOOTHING = 5  # steps in the moving average drawn over each noisy curve
 
 
 class CompareError(RuntimeError):
@@ -110,6 +111,15 @@ def plot_final_metrics(table: Mapping[str, Mapping[str, tuple[float, float, int]
     return _save(fig, path)
 
 
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to `window` values (shorter at the start)."""
+    out = []
+    for index in range(len(values)):
+        chunk = values[max(0, index - window + 1): index + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
 def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, float]]], path: Path) -> Path:
     import matplotlib
 
@@ -122,7 +132,10 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, float]]],
         for run, rows in histories.items():
             points = [(row["step"], row[key]) for row in rows if key in row and "step" in row]
             if points:
-                ax.plot(*zip(*points), marker=".", label=run)
+                steps, values = zip(*points)
+                line, = ax.plot(steps, values, marker=".", alpha=0.35, linewidth=0.8)
+                ax.plot(steps, moving_average(values, SMOOTHING), color=line.get_color(), linewidth=2,
+                        label=f"{run} ({SMOOTHING}-step mean)")
         ax.set_title(key)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
