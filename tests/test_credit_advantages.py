@@ -31,19 +31,21 @@ def _reference_norm(
     return out
 
 
-def _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights):
+def _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights, extra):
     has_tool = [bool(r.any()) for r in tool]
     has_sum = [bool(r.any()) for r in summary]
     everyone = [True] * len(r_tool)
     a_glob = _reference_norm([a + b for a, b in zip(r_tool, r_sum)], everyone, groups, scale)
     a_tool = _reference_norm(r_tool, has_tool, groups, scale)
     a_sum = _reference_norm(r_sum, has_sum, groups, scale)
+    a_acc = _reference_norm(extra["call_accuracy"], has_tool, groups, scale)
+    a_rltr = _reference_norm(extra["rltr_reward"], has_tool, groups, scale)
     wt, ws = weights
     per_row = {
-        "grpo": [(wt * g, ws * g) for g in a_glob],
+        "grpo": [(g, g) for g in a_glob],
         "slca": [(wt * t, ws * s) for t, s in zip(a_tool, a_sum)],
-        "toolpo": [(g + wt * t, ws * g) for g, t in zip(a_glob, a_tool)],
-        "rltr": [(wt * t, 0.0) for t in a_tool],
+        "toolpo": [(g + wt * c, g) for g, c in zip(a_glob, a_acc)],
+        "rltr": [(r, 0.0) for r in a_rltr],
     }[name]
     out = torch.zeros(tool.shape, dtype=torch.float64)
     for b, (at, asum) in enumerate(per_row):
@@ -71,6 +73,12 @@ def batches(draw, all_have_tool: bool = False):
     return mask, r_tool, r_sum, groups
 
 
+def _extra(r_tool, r_sum):
+    """Baseline reward inputs that differ from R_tool, so a wrong input shows."""
+    return {"call_accuracy": [round(1.0 - abs(t), 2) for t in r_tool],
+            "rltr_reward": [round(t - 0.5 * s, 2) for t, s in zip(r_tool, r_sum)]}
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     batches(),
@@ -81,10 +89,11 @@ def batches(draw, all_have_tool: bool = False):
 def test_estimators_match_loop_reference(batch, name, scale, weights):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
+    extra = _extra(r_tool, r_sum)
     got = compute_advantages(
-        name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights
+        name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights, extra=extra
     )
-    want = _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights)
+    want = _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights, extra)
     assert got.shape == mask.shape and torch.isfinite(got).all()
     assert torch.allclose(got.double(), want, atol=2e-4, rtol=1e-4)
     assert (got[~mask.bool()] == 0).all()
@@ -126,7 +135,8 @@ def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
     order = list(range(len(r_tool)))
     rng.shuffle(order)
     rename = {g: 17 * g + 5 for g in set(groups)}
-    base = compute_advantages(name, r_tool, r_sum, tool, summary, groups)
+    extra = _extra(r_tool, r_sum)
+    base = compute_advantages(name, r_tool, r_sum, tool, summary, groups, extra=extra)
     moved = compute_advantages(
         name,
         [r_tool[i] for i in order],
@@ -134,6 +144,7 @@ def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
         tool[order],
         summary[order],
         [rename[groups[i]] for i in order],
+        extra={key: [values[i] for i in order] for key, values in extra.items()},
     )
     assert torch.allclose(moved, base[order], atol=1e-5)
 
@@ -154,7 +165,8 @@ def test_zero_variance_and_singleton_groups_give_zero_not_nan():
     mask = torch.tensor([[1, 0, 1]] * 5)
     tool, summary = segment_masks(mask)
     for name in list_estimators():
-        adv = compute_advantages(name, [0.3] * 5, [0.7] * 5, tool, summary, [1, 1, 1, 2, 3])
+        adv = compute_advantages(name, [0.3] * 5, [0.7] * 5, tool, summary, [1, 1, 1, 2, 3],
+                                 extra={"call_accuracy": [0.5] * 5, "rltr_reward": [-0.25] * 5})
         assert torch.isfinite(adv).all() and adv.abs().max() < 1e-6, name
 
 
@@ -188,19 +200,40 @@ def test_penalty_rows_get_zero_tool_reward_and_total_as_summary_reward():
     assert grpo[0, 0].item() < 0  # R = 0 + (−0.5) is the worst total in the group
 
 
-def test_toolpo_and_rltr_segment_rules():
+def test_toolpo_and_rltr_against_hand_computed_values():
+    """Three rollouts of one group, each with a tool and a summary segment.
+
+    ToolPO: A_global from R = R_tool + R_sum = (1.0, 1.0, 1.0) → 0 for all; the tool advantage
+    comes from the correct-call ratio (1, 0, 0.5): mean 0.5, unbiased std 0.5 → (1, −1, 0),
+    scaled by λ_tool = 0.5 → (0.5, −0.5, 0); summary tokens get A_global = 0, unweighted.
+    RLTR: reward (1.0, −1.0, 0.75) → mean 0.25, std sqrt((0.5625 + 1.5625 + 0.25)/2) = 1.0897…
+    """
     mask = torch.tensor([[1, 0, 1], [1, 0, 1], [1, 0, 1]])
     tool, summary = segment_masks(mask)
     r_tool, r_sum = [1.0, 0.0, 0.5], [0.0, 1.0, 0.5]
-    grpo = compute_advantages("grpo", r_tool, r_sum, tool, summary, [0, 0, 0])
-    slca = compute_advantages("slca", r_tool, r_sum, tool, summary, [0, 0, 0])
+    extra = {"call_accuracy": [1.0, 0.0, 0.5], "rltr_reward": [1.0, -1.0, 0.75]}
     toolpo = compute_advantages(
-        "toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 1.0)
+        "toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 3.0), extra=extra
     )
-    rltr = compute_advantages("rltr", r_tool, r_sum, tool, summary, [0, 0, 0])
-    assert torch.allclose(toolpo[tool], grpo[tool] + 0.5 * slca[tool])
-    assert torch.equal(toolpo[summary], grpo[summary])
-    assert torch.equal(rltr[tool], slca[tool]) and (rltr[summary] == 0).all()
+    assert toolpo[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0], abs=1e-5)
+    assert toolpo[:, 2].tolist() == pytest.approx([0.0, 0.0, 0.0], abs=1e-6)
+    rltr = compute_advantages(
+        "rltr", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(4.0, 4.0), extra=extra
+    )
+    std = math.sqrt((0.75**2 + 1.25**2 + 0.5**2) / 2)
+    assert rltr[:, 0].tolist() == pytest.approx([0.75 / std, -1.25 / std, 0.5 / std], abs=1e-5)
+    assert (rltr[:, 2] == 0).all() and (rltr[:, 1] == 0).all()
+    grpo = compute_advantages("grpo", [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], tool, summary, [0, 0, 0],
+                              weights=(5.0, 5.0))
+    assert grpo[0, 0].item() == pytest.approx(2 / math.sqrt(3), abs=1e-5)  # λ does not scale GRPO
+
+
+def test_baselines_name_the_missing_reward_input():
+    tool, summary = segment_masks(torch.tensor([[1, 0, 1], [1, 0, 1]]))
+    with pytest.raises(ValueError, match="toolpo.*call_accuracy"):
+        compute_advantages("toolpo", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
+    with pytest.raises(ValueError, match="rltr.*rltr_reward"):
+        compute_advantages("rltr", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
 
 
 def test_registry_errors_and_extension():

@@ -43,7 +43,8 @@ def test_credit_diagnostics_values():
     assert m["zero_var_tool_frac"] == pytest.approx(1 / 3)
     assert m["zero_var_summary_frac"] == 0.0
     assert m["zero_var_any_frac"] == pytest.approx(1 / 3)
-    explicit = compute_advantages("rltr", R_TOOL, R_SUM, tool, summary, GROUPS)
+    unit = compute_advantages("slca", R_TOOL, R_SUM, tool, summary, GROUPS)
+    explicit = torch.where(tool, unit, torch.zeros_like(unit))
     assert credit_diagnostics(slca, grpo, explicit, R_TOOL, R_SUM, tool, summary, GROUPS) == m
 
 

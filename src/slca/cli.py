@@ -98,6 +98,24 @@ def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
     typer.echo(f"calibration held-out: {figures}")
 
 
+@app.command("reward-audit")
+def reward_audit(params: ParamsOption = Path("params.yaml")) -> None:
+    """Audit the training signal: an oracle and its corruptions, training and evaluation paths."""
+    try:
+        report = _run_stage("slca.eval.reward_audit:run_reward_audit", params)
+    except Exception as error:
+        from slca.eval.reward_audit import AuditFailed
+
+        if not isinstance(error, AuditFailed):
+            raise
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+    if isinstance(report, dict):
+        oracle = {path: cases["oracle"]["success"] for path, cases in report["paths"].items()}
+        typer.echo(f"reward audit passed: oracle Success train {oracle['train']:.3f}, eval {oracle['eval']:.3f}; "
+                   f"every corruption scores lower in the segment it corrupts")
+
+
 @app.command()
 def sft(params: ParamsOption = Path("params.yaml")) -> None:
     """SFT warm-up of the policy on gold trajectories."""

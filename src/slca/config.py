@@ -123,10 +123,19 @@ class RewardParams(Section):
     min_summary_chars: int = Field(10, ge=0, description="Summaries shorter than this score 0.")
 
 
+class RltrParams(Section):
+    completeness_threshold: float = Field(
+        0.9, description="R_comp = 1 when the rollout's process score (R_tool) reaches this."
+    )
+    repeat_penalty: float = Field(0.25, ge=0, description="lambda: cost of each call identical to the one before it.")
+    invalid_penalty: float = Field(0.25, ge=0, description="mu: cost of each call the environment rejected.")
+
+
 class CreditParams(Section):
     scale_std: bool = Field(True, description="Divide by the group std (off = mean-only, Dr.GRPO style).")
     tool_weight: float = Field(1.0, description="lambda_tool: weight on the tool-segment advantage.")
     summary_weight: float = Field(1.0, description="lambda_sum: weight on the summary-segment advantage.")
+    rltr: RltrParams = Field(default_factory=RltrParams, description="RLTR baseline's planner reward.")
     truncated_tool_call_as_tool: bool = Field(
         True, description="Label a rollout cut right after a tool call as tool, not summary."
     )
@@ -134,6 +143,9 @@ class CreditParams(Section):
 
 class SimulatorParams(Section):
     backend: Literal["schema", "llm", "real"] = Field("schema", description="Backend answering tool calls in training.")
+    grounded: bool = Field(
+        True, description="In training, a call matching the task's gold call gets the recorded gold response."
+    )
     llm: EndpointParams = Field(default_factory=EndpointParams, description="Endpoint of the llm backend.")
     cache_path: str = Field("data/sim_cache.sqlite", description="Persistent cache of llm-backend responses.")
     llm_max_tokens: int = Field(512, ge=16, description="Token cap of one llm-backend response.")
@@ -263,6 +275,15 @@ class EvalParams(Section):
     tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")
 
 
+class AuditParams(Section):
+    split: Literal["train", "val", "test"] = Field("val", description="Split the audit samples tasks from.")
+    per_kind: int = Field(12, ge=1, description="Tasks sampled per task kind.")
+    min_oracle_success: float = Field(
+        0.95, ge=0, le=1, description="The stage fails when the oracle's Success is below this on either path."
+    )
+    report_path: str = Field("reports/reward_audit.json", description="Where the audit report goes.")
+
+
 class Params(Section):
     project: ProjectParams = Field(default_factory=ProjectParams, description="Seeds and tracking.")
     data: DataParams = Field(default_factory=DataParams, description="Task synthesis.")
@@ -270,6 +291,7 @@ class Params(Section):
     credit: CreditParams = Field(default_factory=CreditParams, description="Advantage estimation.")
     simulator: SimulatorParams = Field(default_factory=SimulatorParams, description="Tool simulator.")
     calibration: CalibrationParams = Field(default_factory=CalibrationParams, description="Simulator calibration.")
+    audit: AuditParams = Field(default_factory=AuditParams, description="Reward audit (scripted oracle and corruptions).")
     policy: PolicyParams = Field(default_factory=PolicyParams, description="Policy model.")
     sft: SftParams = Field(default_factory=SftParams, description="SFT warm-up.")
     train: TrainParams = Field(default_factory=TrainParams, description="SLCA-GRPO training.")

@@ -8,14 +8,22 @@ indices, so there is no Python loop over rows, groups or tokens.
 - `grpo`:  Â = norm_group(R_tool + R_sum) over all members, broadcast to every learned token.
 - `slca`:  Â_tool = norm over members that have a tool segment, Â_sum over members that have a
            summary segment; A = λ_tool·Â_tool on tool tokens + λ_sum·Â_sum on summary tokens.
-- `toolpo`: tool tokens A_global + λ_tool·Â_tool; summary tokens λ_sum·A_global.
-- `rltr`:  tool tokens λ_tool·Â_tool; summary tokens 0 (only the planner segment is trained).
+- `toolpo`: as in ToolPO's code, the tool advantage comes from the correct-call ratio
+           (`extra["call_accuracy"]` = Σ C(a_call)/|gold|), not from R_tool:
+           tool tokens A_global + λ_tool·norm(call_accuracy); summary tokens A_global.
+- `rltr`:  as in RLTR, only the planner (tool segment) is trained, on its own reward
+           (`extra["rltr_reward"]` = R_comp + R_repeat + R_error, −1 for an invalid format):
+           tool tokens norm(rltr_reward); summary tokens 0.
+
+The λ weights scale SLCA's two segments and ToolPO's A_tool only; GRPO, ToolPO's A_global and
+RLTR are unweighted (their papers have no such weights).
 
 norm over a set of members: (R − μ) / (σ + 1e-6), σ unbiased; (R − μ) when `scale_std` is off;
 0 for members outside the set and for every member when the set has fewer than 2 rollouts.
 Statistics are computed in float64 (near-tied totals would otherwise turn float32 rounding
 into ±0.7 advantages through the 1/(σ + 1e-6) factor); the result is float32.
-For `grpo` and the `A_global` of `toolpo`, `weights` scale the tool and summary tokens too.
+Baseline reward inputs (`extra`) are per-rollout [B] values computed with the HierR rewards
+(`slca.rewards.baselines`); an estimator that needs one that is missing fails with its name.
 
 Penalty rows (`penalty`, bool [B]): the gold needed a call and none was made. Their R_tool is
 set to 0 and their R_sum is overridden by the total (`penalty_value`, −0.5), as DESIGN §1 says.
@@ -27,7 +35,7 @@ Usage:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -51,6 +59,14 @@ class AdvantageInputs:
     n_groups: int
     scale_std: bool
     weights: tuple[float, float]
+    extra: dict[str, Tensor] = field(default_factory=dict)  # baseline reward inputs, [B] float64
+
+    def needs(self, name: str, estimator: str) -> Tensor:
+        """The extra reward input `name`; a one-line error when the caller did not pass it."""
+        if name not in self.extra:
+            raise ValueError(f"the {estimator!r} estimator needs extra[{name!r}] "
+                             f"(per-rollout values from slca.rewards.baselines)")
+        return self.extra[name]
 
 
 def register(name: str) -> Callable[[Estimator], Estimator]:
@@ -118,17 +134,16 @@ def _global_advantage(x: AdvantageInputs) -> Tensor:
     return group_normalise(x.r_tool + x.r_sum, everyone, x.group_index, x.n_groups, x.scale_std)
 
 
-def _tool_advantage(x: AdvantageInputs) -> Tensor:
+def _tool_members_norm(values: Tensor, x: AdvantageInputs) -> Tensor:
     has_tool = rows_with_tokens(x.tool_mask)
-    return group_normalise(x.r_tool, has_tool, x.group_index, x.n_groups, x.scale_std)
+    return group_normalise(values, has_tool, x.group_index, x.n_groups, x.scale_std)
 
 
 @register("grpo")
 def grpo(x: AdvantageInputs) -> Tensor:
-    """One trajectory advantage of R_tool + R_sum on every learned token."""
+    """One trajectory advantage of R_tool + R_sum on every learned token (no λ weights)."""
     a = _global_advantage(x)
-    w_tool, w_sum = x.weights
-    return segment_tokens(w_tool * a, w_sum * a, x.tool_mask, x.summary_mask)
+    return segment_tokens(a, a, x.tool_mask, x.summary_mask)
 
 
 @register("slca")
@@ -143,18 +158,16 @@ def slca(x: AdvantageInputs) -> Tensor:
 
 @register("toolpo")
 def toolpo(x: AdvantageInputs) -> Tensor:
-    """Tool tokens A_global + λ_tool·Â_tool; summary tokens λ_sum·A_global."""
+    """Tool tokens A_global + λ_tool·norm(call accuracy); summary tokens A_global."""
     a_global = _global_advantage(x)
-    w_tool, w_sum = x.weights
-    return segment_tokens(
-        a_global + w_tool * _tool_advantage(x), w_sum * a_global, x.tool_mask, x.summary_mask
-    )
+    a_tool = _tool_members_norm(x.needs("call_accuracy", "toolpo"), x)
+    return segment_tokens(a_global + x.weights[0] * a_tool, a_global, x.tool_mask, x.summary_mask)
 
 
 @register("rltr")
 def rltr(x: AdvantageInputs) -> Tensor:
-    """Only the tool (planner) segment is trained; summary tokens get 0."""
-    a_tool = x.weights[0] * _tool_advantage(x)
+    """Only the tool (planner) segment is trained, on the RLTR reward; summary tokens get 0."""
+    a_tool = _tool_members_norm(x.needs("rltr_reward", "rltr"), x)
     return segment_tokens(a_tool, torch.zeros_like(a_tool), x.tool_mask, x.summary_mask)
 
 
@@ -180,6 +193,7 @@ def prepare_inputs(
     weights: tuple[float, float] = (1.0, 1.0),
     penalty: Tensor | list[bool] | None = None,
     penalty_value: float = -0.5,
+    extra: dict[str, Tensor | list[float]] | None = None,
 ) -> AdvantageInputs:
     """Validate shapes, make masks bool and group ids dense, and apply the penalty override."""
     if tool_mask.dim() != 2 or tool_mask.shape != summary_mask.shape:
@@ -203,6 +217,7 @@ def prepare_inputs(
             raise ValueError(f"penalty must have shape ({batch},); got {tuple(flagged.shape)}")
         rt = torch.where(flagged, torch.zeros_like(rt), rt)
         rs = torch.where(flagged, torch.full_like(rs, penalty_value), rs)
+    extras = {key: _as_rewards(value, f"extra[{key!r}]", batch, device) for key, value in (extra or {}).items()}
     return AdvantageInputs(
         rt,
         rs,
@@ -212,6 +227,7 @@ def prepare_inputs(
         int(unique.numel()),
         scale_std,
         (float(weights[0]), float(weights[1])),
+        extras,
     )
 
 
@@ -227,6 +243,7 @@ def compute_advantages(
     weights: tuple[float, float] = (1.0, 1.0),
     penalty: Tensor | list[bool] | None = None,
     penalty_value: float = -0.5,
+    extra: dict[str, Tensor | list[float]] | None = None,
 ) -> Tensor:
     """[B, T] token advantages under estimator `name` (see the module docstring)."""
     estimator = get_estimator(name)
@@ -240,5 +257,6 @@ def compute_advantages(
         weights=weights,
         penalty=penalty,
         penalty_value=penalty_value,
+        extra=extra,
     )
     return estimator(inputs)

@@ -79,14 +79,14 @@ def credit_diagnostics(
     penalty: Tensor | None = None,
     scale_std: bool = True,
 ) -> dict[str, float]:
-    """Flat metrics (see the module docstring). `adv_tool_only` is Â_tool on tool tokens (the
-    `rltr` estimator with unit weights); it is computed here when None."""
+    """Flat metrics (see the module docstring). `adv_tool_only` is Â_tool = norm(R_tool) on tool
+    tokens (SLCA's tool segment with unit weights); it is computed here when None."""
     x = prepare_inputs(
         r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std, penalty=penalty
     )
     if adv_tool_only is None:
-        adv_tool_only = compute_advantages(
-            "rltr",
+        slca_unit = compute_advantages(
+            "slca",
             x.r_tool,
             x.r_sum,
             x.tool_mask,
@@ -94,6 +94,7 @@ def credit_diagnostics(
             x.group_index,
             scale_std=scale_std,
         )
+        adv_tool_only = torch.where(x.tool_mask, slca_unit, torch.zeros_like(slca_unit))
     tool, summary = x.tool_mask, x.summary_mask
     metrics = {
         **_token_stats(adv_active, tool, "adv_tool"),

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca.rollout.loop import Episode, run_episodes
-from slca.rollout.scoring import env_factory, reward_fn
+from slca.rollout.loop import Episode, HFTurnGenerator, run_episodes
+from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
                 "generated_tokens")
@@ -43,7 +43,7 @@ def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
         "arg_match": 0.0 if reward is None or reward.penalty else float(reward.value),
         "process": float(episode.r_tool),
         "r_sum": float(episode.r_sum),
-        "success": float((episode.r_tool + episode.r_sum) / 2 >= threshold),
+        "success": float(episode.scores.get("success", (episode.r_tool + episode.r_sum) / 2 >= threshold)),
         "called": float(bool(blocks)),
         "needs_call": float(needs_call),
         "calls": float(len(blocks)),
@@ -102,19 +102,20 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
     Returns {"metrics": flat dict (overall, `<metric>.<kind>`, pass@k), "per_kind": {kind: {...}}}.
     """
     tasks = list(tasks)[: params.eval.n_test]
-    env = env if env is not None else env_factory(params, backend="real")
+    env = env if env is not None else eval_env(params)
     score = reward_fn(params, judge)
     rollout = {"env_factory": env, "max_turns": params.train.max_tool_turns,
-               "max_new_tokens": params.train.max_completion_length, "seed": params.project.seed,
-               "reward_fn": score}
+               "max_new_tokens": params.train.max_completion_length, "reward_fn": score}
     threshold = params.eval.success_threshold
-    greedy = run_episodes(model, tokenizer, tasks, temperature=0.0, num_samples=1, **rollout)
+    seed = params.project.seed
+    greedy = run_episodes(HFTurnGenerator(model, tokenizer, temperature=0.0, seed=seed), tasks,
+                          num_samples=1, **rollout)
     rows = [episode_metrics(episode, threshold) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
     if params.eval.pass_k > 1:
-        sampled = run_episodes(model, tokenizer, tasks, temperature=params.train.temperature,
-                               num_samples=params.eval.pass_k, **rollout)
+        sampled = run_episodes(HFTurnGenerator(model, tokenizer, temperature=params.train.temperature, seed=seed),
+                               tasks, num_samples=params.eval.pass_k, **rollout)
         metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
     metrics["pass_k"] = float(params.eval.pass_k)
     return {"metrics": metrics, "per_kind": per_kind}

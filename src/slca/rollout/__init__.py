@@ -1,11 +1,13 @@
-"""Rollouts: the multi-turn agent loop (generate, parse `<tool_call>`, answer, continue) and its scoring.
+"""Rollouts: one engine (generate a turn, parse `<tool_call>`, answer, continue) for training and
+evaluation, its turn generators, environments and the one scoring path.
 
-    from slca.rollout import run_episodes, env_factory, reward_fn, make_generate_fn
+    from slca.rollout import HFTurnGenerator, run_episodes, eval_env, training_env, reward_fn
 """
 
 from slca.rollout.chat import (
     gold_conversation,
     prompt_messages,
+    render_prompt,
     tool_calls_message,
     tool_content,
     tool_message,
@@ -13,22 +15,43 @@ from slca.rollout.chat import (
 from slca.rollout.hf import make_generate_fn
 from slca.rollout.loop import (
     Episode,
+    HFTurnGenerator,
+    Turn,
+    TurnGenerator,
     generate_turns,
+    new_episodes,
     run_episodes,
     tool_blocks,
     tool_suffix_ids,
     turn_text,
 )
-from slca.rollout.scoring import build_judge, env_factory, reward_fn, score_episode
+from slca.rollout.scoring import (
+    KINDS,
+    build_judge,
+    env_factory,
+    eval_env,
+    per_kind_means,
+    reward_fn,
+    score_episode,
+    training_env,
+)
 
 __all__ = [
+    "KINDS",
     "Episode",
+    "HFTurnGenerator",
+    "Turn",
+    "TurnGenerator",
     "build_judge",
     "env_factory",
+    "eval_env",
     "generate_turns",
     "gold_conversation",
     "make_generate_fn",
+    "new_episodes",
+    "per_kind_means",
     "prompt_messages",
+    "render_prompt",
     "reward_fn",
     "run_episodes",
     "score_episode",
@@ -37,5 +60,6 @@ __all__ = [
     "tool_content",
     "tool_message",
     "tool_suffix_ids",
+    "training_env",
     "turn_text",
 ]

@@ -68,3 +68,11 @@ def gold_conversation(task: Mapping[str, Any]) -> list[dict[str, Any]]:
 def prompt_messages(task: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The system + user messages a rollout starts from."""
     return [dict(message) for message in task["messages"]]
+
+
+def render_prompt(task: Mapping[str, Any], tokenizer: Any) -> str:
+    """The prompt text of a task (system + user, tools in the system block, assistant header)."""
+    return tokenizer.apply_chat_template(
+        list(task["messages"]), tools=list(task.get("tools") or []) or None,
+        tokenize=False, add_generation_prompt=True,
+    )

@@ -1,16 +1,39 @@
-"""The multi-turn agent loop with Hugging Face `generate`, batched over episodes.
+"""The rollout engine: one episode type, one turn loop, one stop rule, for training and evaluation.
 
-Each turn: generate an assistant turn for every live episode at once, parse its `<tool_call>`
-blocks, answer each block through the episode's environment session (`env_factory(task)` ->
-object with `.call(raw_block)` returning a ToolResult), append the tool messages with the chat
-template's own tokens, and continue; an episode stops at a turn without a closed tool call, at
-the token budget, or after `max_turns` tool-calling rounds (as TRL's
-`max_tool_calling_iterations`). The token record is one list after the prompt:
-`response_mask` is 1 on tokens the policy wrote and 0 on tool-response/template tokens the
-environment injected. Rewards (HierR) are computed at the end with `slca.rewards`.
+A rollout is the policy's assistant turns interleaved with tool responses, kept as one token list
+after the prompt. Each round the engine asks a **turn generator** for the next assistant turn of
+every live episode, parses its `<tool_call>` blocks, answers each block through the episode's
+environment session (`env_factory(task)` -> object with `.call(raw_block)` returning a
+ToolResult) and appends the tool messages with the chat template's own tokens. `response_mask`
+is 1 on tokens the policy wrote and 0 on the tokens the environment injected.
 
-    episodes = run_episodes(model, tokenizer, tasks, env_factory=make_env, max_turns=3,
-                            max_new_tokens=192, temperature=1.0, num_samples=4, seed=0)
+The generator is pluggable (`TurnGenerator`): `HFTurnGenerator` (Hugging Face `generate`, used for
+evaluation and on CPU), TRL's generation including vLLM (`slca.train.grpo_rollout`), or a
+scripted one (`slca.rollout.scripted`, the reward audit and the tests). Everything else — stop
+rule, context limits, the summary, what counts as an observation — is decided here, once.
+
+Stop rule, per episode and round:
+- before generating, an episode with no room left in its own context (prompt + completion ≥
+  the generator's context limit) stops with `length`; each episode's turn is cut at its own
+  budget min(max_new_tokens, room) (per-episode limits, not a batch minimum);
+- a turn that did not end at an end-of-turn token stops the episode (`length`);
+- a turn without a closed `<tool_call>` block is the final answer (`answer`);
+- a tool-calling turn in the last round (`max_turns` tool rounds done) stops with `max_turns`;
+- otherwise the calls are answered; when the tool messages plus one more token would not fit,
+  the episode stops (`length`) and the responses are **not** recorded: the policy never saw them.
+
+The **summary** is the last assistant turn when it holds no `<tool_call>` tag, else "" (the
+rollout ended on a call: it has no summary segment — the credit segmentation labels that run
+tool, `credit.truncated_tool_call_as_tool`).
+
+Several processes (training under accelerate): every process runs the same number of rounds
+and asks its generator for equal-size batches — all of its episodes every round, finished ones
+included as padding whose output is discarded — and the loop ends only when no process has a
+live episode (`TurnGenerator.any_live`). vLLM server mode and ZeRO-3 gather collectively, so
+uneven turn counts can no longer deadlock them or hand a process another's completions.
+
+    episodes = run_episodes(HFTurnGenerator(model, tokenizer, temperature=0.0), tasks,
+                            env_factory=make_env, max_turns=2, max_new_tokens=96)
 """
 
 from __future__ import annotations
@@ -18,53 +41,110 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from slca.rollout.chat import prompt_messages, tool_content, tool_message
+from slca.rollout.chat import prompt_messages, render_prompt, tool_content, tool_message
 
 _CLOSED_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CONTROL = re.compile(r"<\|[a-z_]+\|>")
 
 
 @dataclass
 class Episode:
-    """One rollout: dialogue, token record with its response mask, and its rewards."""
+    """One rollout: dialogue, token record with its response mask, observations and rewards."""
 
     task: Mapping[str, Any]
     sample_idx: int
     prompt_ids: list[int]
     messages: list[dict[str, Any]] = field(default_factory=list)
-    assistant_turns: list[str] = field(default_factory=list)
-    tool_responses: list[str] = field(default_factory=list)
-    calls: list[list[str]] = field(default_factory=list)  # raw block bodies per assistant turn
+    turns: list[str] = field(default_factory=list)  # assistant turn texts, tool tags kept
+    observations: list[tuple[str, str]] = field(default_factory=list)  # (tool name, message) the policy saw
+    calls: list[list[str]] = field(default_factory=list)  # closed call-block bodies per assistant turn
     completion_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
     stop_reason: str = ""  # "answer" | "max_turns" | "length"
+    scores: dict[str, float] = field(default_factory=dict)  # HierR and baseline rewards (scoring)
     tool_reward: Any = None
-    r_tool: float = 0.0
-    r_sum: float = 0.0
-    penalty: bool = False
 
     @property
     def task_id(self) -> str:
         return str(self.task.get("id", ""))
 
     @property
+    def assistant_turns(self) -> list[str]:
+        return self.turns
+
+    @property
+    def tool_responses(self) -> list[str]:
+        return [text for _, text in self.observations]
+
+    @property
     def n_generated(self) -> int:
         return sum(self.response_mask)
 
     @property
-    def summary(self) -> str:
-        """The final answer: the last assistant turn without tool-call blocks."""
-        if not self.assistant_turns:
-            return ""
-        text = _CLOSED_BLOCK.sub("", self.assistant_turns[-1])
-        return text.replace("<tool_call>", "").replace("</tool_call>", "").strip()
+    def last_turn_has_tool_call(self) -> bool:
+        return bool(self.turns) and "<tool_call>" in self.turns[-1]
 
-    def append(self, ids: Sequence[int], learned: bool) -> None:
+    @property
+    def summary(self) -> str:
+        """The final answer: the last turn when it holds no tool-call tag, else ""."""
+        if not self.turns or self.last_turn_has_tool_call:
+            return ""
+        return self.turns[-1].strip()
+
+    @property
+    def r_tool(self) -> float:
+        return float(self.scores.get("r_tool", 0.0))
+
+    @property
+    def r_sum(self) -> float:
+        return float(self.scores.get("r_sum", 0.0))
+
+    @property
+    def penalty(self) -> bool:
+        return bool(self.scores.get("penalty", 0.0))
+
+    @property
+    def sequence(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    def append(self, ids: Sequence[int], learned: bool, logprobs: Sequence[float] | None = None) -> None:
         self.completion_ids.extend(ids)
         self.response_mask.extend([1 if learned else 0] * len(ids))
+        self.logprobs.extend(list(logprobs) if logprobs is not None else [0.0] * len(ids))
+
+
+@dataclass
+class Turn:
+    """One generated assistant turn: token ids (ending at an end token when one was reached)."""
+
+    ids: list[int]
+    logprobs: list[float] | None = None
+
+
+class TurnGenerator(Protocol):
+    """What the engine needs from a generation backend."""
+
+    tokenizer: Any
+    eos_token_ids: set[int]
+    context_limit: int
+
+    def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
+        """The next assistant turn of each episode, at most `budgets[i]` tokens each."""
+        ...
+
+    def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Template tokens of tool messages plus the next assistant header."""
+        ...
+
+    def any_live(self, local_live: bool) -> bool | None:
+        """Under several processes: whether any process has a live episode (a collective every
+        process calls once per round); None when there is one process."""
+        ...
 
 
 def tool_blocks(text: str) -> list[str]:
@@ -73,8 +153,8 @@ def tool_blocks(text: str) -> list[str]:
 
 
 def turn_text(tokenizer: Any, ids: Sequence[int]) -> str:
-    """Decoded assistant turn: tool tags kept (they are not special), control tokens dropped."""
-    return tokenizer.decode(list(ids), skip_special_tokens=True).strip()
+    """Decoded assistant turn: tool tags kept, chat control tokens (`<|...|>`) dropped."""
+    return _CONTROL.sub("", tokenizer.decode(list(ids), skip_special_tokens=False)).strip()
 
 
 def result_text(result: Any) -> str:
@@ -105,9 +185,17 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) 
 
 
 def prompt_ids_of(task: Mapping[str, Any], tokenizer: Any) -> list[int]:
-    from slca.train.policy import render_prompt
+    return list(tokenizer(render_prompt(task, tokenizer), add_special_tokens=False)["input_ids"])
 
-    return tokenizer(render_prompt(task, tokenizer), add_special_tokens=False)["input_ids"]
+
+def cut_turn(ids: Sequence[int], eos: set[int], budget: int) -> list[int]:
+    """A generated row up to and including its first end token, at most `budget` tokens."""
+    row = list(ids)
+    for index, token in enumerate(row):
+        if token in eos:
+            row = row[: index + 1]
+            break
+    return row[:max(budget, 0)]
 
 
 @torch.no_grad()
@@ -124,80 +212,117 @@ def generate_turns(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]
         else {"do_sample": False}
     output = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
                             eos_token_id=tokenizer.eos_token_id, pad_token_id=pad, **sampling)
-    turns = []
-    for row in output[:, width:].tolist():
-        if tokenizer.eos_token_id in row:
-            row = row[: row.index(tokenizer.eos_token_id) + 1]
-        turns.append(row)
-    return turns
+    return [cut_turn(row, {tokenizer.eos_token_id}, max_new_tokens) for row in output[:, width:].tolist()]
 
 
-def answer_turn(episode: Episode, session: Any, tokenizer: Any, text: str) -> bool:
-    """Answer the closed tool calls of a turn; True when the episode continues."""
-    blocks = tool_blocks(text)
-    episode.calls.append(blocks)
-    if not blocks:
-        return False
-    messages = []
+class HFTurnGenerator:
+    """Turns from a Hugging Face causal LM's `generate`, in batches of `batch_size` episodes.
+
+    A batch is generated to its largest budget and each turn is then cut at its own budget, so
+    one long episode does not shorten the turns of the others. Temperature 0 = greedy.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
+                 batch_size: int = 16) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.seed, self.batch_size = temperature, seed, batch_size
+        self.eos_token_ids = {tokenizer.eos_token_id}
+        self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
+
+    def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
+        was_training = self.model.training
+        self.model.eval()
+        turns: list[Turn] = []
+        for start in range(0, len(episodes), self.batch_size):
+            chunk, limits = episodes[start:start + self.batch_size], budgets[start:start + self.batch_size]
+            rows = generate_turns(self.model, self.tokenizer, [e.sequence for e in chunk],
+                                  max_new_tokens=max(limits), temperature=self.temperature,
+                                  seed=self.seed * 1_000_003 + round_index * 1009 + start)
+            turns.extend(Turn(cut_turn(row, self.eos_token_ids, limit)) for row, limit in zip(rows, limits, strict=True))
+        if was_training:
+            self.model.train()
+        return turns
+
+    def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        return tool_suffix_ids(self.tokenizer, messages)
+
+    def any_live(self, local_live: bool) -> bool | None:
+        return None
+
+
+def answer_calls(session: Any, blocks: Sequence[str]) -> list[tuple[str, str]]:
+    """(tool name, message text) answering each call block, in order."""
+    answers = []
     for body in blocks:
         result = session.call(body)
-        content = result_text(result)
-        episode.tool_responses.append(content)
-        messages.append(tool_message(getattr(result, "name", None) or "tool", content))
+        answers.append((getattr(result, "name", None) or "unknown", result_text(result)))
+    return answers
+
+
+def new_episodes(tasks: Sequence[Mapping[str, Any]], tokenizer: Any, num_samples: int = 1) -> list[Episode]:
+    """`num_samples` fresh episodes per task, task-major (the order GRPO groups rows in)."""
+    prompts = [prompt_ids_of(task, tokenizer) for task in tasks]
+    return [Episode(task, sample, list(prompt), messages=prompt_messages(task))
+            for task, prompt in zip(tasks, prompts, strict=True) for sample in range(num_samples)]
+
+
+def _take_turn(episode: Episode, turn: Turn, generator: TurnGenerator, session: Any, last_round: bool) -> bool:
+    """Record one generated turn and answer its calls; True when the episode goes on."""
+    episode.append(turn.ids, True, turn.logprobs)
+    text = turn_text(generator.tokenizer, turn.ids)
+    episode.turns.append(text)
+    episode.messages.append({"role": "assistant", "content": text})
+    blocks = tool_blocks(text)
+    episode.calls.append(blocks)
+    if not (turn.ids and turn.ids[-1] in generator.eos_token_ids):
+        episode.stop_reason = "length"
+        return False
+    if not blocks:
+        episode.stop_reason = "answer"
+        return False
+    if last_round:
+        episode.stop_reason = "max_turns"
+        return False
+    answers = answer_calls(session, blocks)
+    messages = [tool_message(name, text) for name, text in answers]
+    suffix = generator.tool_suffix(messages)
+    if len(episode.sequence) + len(suffix) + 1 > generator.context_limit:
+        episode.stop_reason = "length"  # no room to show the responses: the policy never sees them
+        return False
     episode.messages.extend(messages)
-    episode.append(tool_suffix_ids(tokenizer, messages), learned=False)
+    episode.observations.extend(answers)
+    episode.append(suffix, False)
     return True
 
 
-def run_episodes(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], *,
+def run_episodes(generator: TurnGenerator, tasks: Sequence[Mapping[str, Any]] | None = None, *,
                  env_factory: Callable[[Mapping[str, Any]], Any], max_turns: int, max_new_tokens: int,
-                 temperature: float, num_samples: int = 1, seed: int = 0, batch_size: int = 16,
-                 reward_fn: Callable[[Episode], None] | None = None) -> list[Episode]:
-    """Roll out `num_samples` episodes per task; temperature 0 = greedy. Rewards via `reward_fn`."""
-    was_training = model.training
-    model.eval()
-    episodes = [Episode(task, sample, prompt_ids_of(task, tokenizer), messages=prompt_messages(task))
-                for task in tasks for sample in range(num_samples)]
+                 num_samples: int = 1, episodes: list[Episode] | None = None,
+                 reward_fn: Callable[[Episode], Any] | None = None) -> list[Episode]:
+    """Roll every episode to its end (see the module docstring); rewards via `reward_fn`."""
+    if episodes is None:
+        episodes = new_episodes(list(tasks or []), generator.tokenizer, num_samples)
     sessions = [env_factory(episode.task) for episode in episodes]
-    limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     live = list(range(len(episodes)))
     for round_index in range(max_turns + 1):
         for i in live:
-            if len(episodes[i].prompt_ids) + len(episodes[i].completion_ids) + 1 >= limit:
+            if generator.context_limit - len(episodes[i].sequence) <= 0:
                 episodes[i].stop_reason = "length"
         live = [i for i in live if episodes[i].stop_reason != "length"]
-        for start in range(0, len(live), batch_size):
-            chunk = live[start:start + batch_size]
-            budgets = [min(max_new_tokens, limit - len(episodes[i].prompt_ids) - len(episodes[i].completion_ids))
-                       for i in chunk]
-            turns = generate_turns(model, tokenizer,
-                                   [episodes[i].prompt_ids + episodes[i].completion_ids for i in chunk],
-                                   max_new_tokens=min(budgets), temperature=temperature,
-                                   seed=seed * 1_000_003 + round_index * 1009 + start)
-            for i, ids in zip(chunk, turns, strict=True):
-                episode = episodes[i]
-                episode.append(ids, learned=True)
-                text = turn_text(tokenizer, ids)
-                episode.assistant_turns.append(text)
-                episode.messages.append({"role": "assistant", "content": text})
-                episode.stop_reason = "answer" if ids and ids[-1] == tokenizer.eos_token_id else "length"
-        still = []
-        for i in live:
-            episode = episodes[i]
-            if episode.stop_reason == "length":
-                episode.calls.append(tool_blocks(episode.assistant_turns[-1]))
-                continue
-            if round_index == max_turns:
-                episode.calls.append(tool_blocks(episode.assistant_turns[-1]))
-                episode.stop_reason = "max_turns" if episode.calls[-1] else "answer"
-                continue
-            if answer_turn(episode, sessions[i], tokenizer, episode.assistant_turns[-1]):
-                still.append(i)
-        live = still
-        if not live:
+        shared = generator.any_live(bool(live))
+        if shared is False or (shared is None and not live):
             break
-    if was_training:
-        model.train()
+        rows = live if shared is None else list(range(len(episodes)))  # equal-size batches across processes
+        if not rows:
+            continue
+        budgets = [max(1, min(max_new_tokens, generator.context_limit - len(episodes[i].sequence))) for i in rows]
+        turns = generator.generate([episodes[i] for i in rows], budgets, round_index)
+        by_row = dict(zip(rows, turns, strict=True))
+        live = [i for i in live
+                if _take_turn(episodes[i], by_row[i], generator, sessions[i], round_index == max_turns)]
+    for episode in episodes:
+        if not episode.stop_reason:
+            episode.stop_reason = "max_turns"
     if reward_fn is not None:
         for episode in episodes:
             reward_fn(episode)

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from slca.simulator.backends import register, synthesize_response
+from slca.simulator.registry import register
+from slca.simulator.response import synthesize_response
 from slca.simulator.cache import ResponseCache, cache_key
 from slca.simulator.endpoint import ChatClient, EndpointError
 from slca.simulator.parsing import canonical_json, loads_capped

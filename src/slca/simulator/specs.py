@@ -17,6 +17,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from slca.simulator.clock import BASE_DATE
 from slca.simulator.fastcheck import Checker, compile_checker
 
 GENERIC_RESPONSE: dict = {"type": "object"}
@@ -158,8 +159,6 @@ def _typed_default(text: str, schema: dict) -> Any:
     kind = schema.get("type")
     checker = compile_checker(schema)
     if kind == "string" and schema.get("format") == "date" and text == "today":
-        from slca.simulator.synth import BASE_DATE
-
         value: Any = BASE_DATE.isoformat()
     elif kind == "boolean" and text in ("true", "false"):
         value = text == "true"

@@ -16,14 +16,11 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
+from slca.simulator.clock import BASE_DATE
 from slca.simulator.patterns import pattern_string
 from slca.simulator.specs import id_examples
 from slca.simulator.types import Knobs
 
-try:  # "today" of the tool world, so dates read like the real executors'
-    from slca.tools.world import TODAY as BASE_DATE
-except ImportError:  # pragma: no cover - catalog without a world module
-    BASE_DATE = date(2025, 6, 2)
 WORDS = ("alpha", "harbor", "summit", "meadow", "cedar", "river", "orbit", "atlas", "pioneer", "maple")
 Related = Callable[[dict], list[dict]]
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -3,7 +3,7 @@
 Everything but the advantages is TRL's: generation (plain `generate`, vLLM colocate or server),
 the clipped surrogate and its loss variants, the KL term to the reference, accelerate/DeepSpeed,
 checkpoints and resume. Rollouts are multi-turn against the tool simulator
-(`slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response tokens come back as
+(the rollout engine `slca.rollout` driven by `slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response tokens come back as
 `env_mask`, which TRL applies as its `tool_mask`, so they never reach the loss.
 
 After TRL has generated and scored a batch, `_generate_and_score_completions` replaces its 1-D
@@ -39,6 +39,8 @@ from slca.credit import (
 from slca.train.grpo_rollout import build_judge, run_multiturn
 
 SampleSink = Callable[[int, dict[str, Any]], None]
+SCORE_COLUMNS = ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel", "call_accuracy",
+                 "rltr", "rltr_comp", "rltr_repeat", "rltr_error", "rltr_format_ok", "success")
 
 
 def task_dataset(tasks: Sequence[Mapping[str, Any]]) -> Dataset:
@@ -170,8 +172,9 @@ class SLCAGRPOTrainer(GRPOTrainer):
         if "tool_mask" in output:
             local_mask = local_mask * output["tool_mask"]
         scores = self._episode_batch["scores"]
-        columns = {key: torch.tensor([s[key] for s in scores], dtype=torch.float32, device=device)
-                   for key in ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel")}
+        # float64 end to end: the credit core's group statistics guard against near-tied totals
+        columns = {key: torch.tensor([s[key] for s in scores], dtype=torch.float64, device=device)
+                   for key in SCORE_COLUMNS}
         tail = torch.tensor(self._episode_batch["tail"], dtype=torch.bool, device=device)
         rows = {key: self._gather_rows(value) for key, value in columns.items()}
         response_mask = self._gather_rows(local_mask)
@@ -182,7 +185,8 @@ class SLCAGRPOTrainer(GRPOTrainer):
         group_ids = torch.arange(response_mask.size(0), device=device) // generations
         penalty = rows["penalty"].bool()
         kwargs = {"scale_std": credit.scale_std, "weights": (credit.tool_weight, credit.summary_weight),
-                  "penalty": penalty, "penalty_value": self.slca_params.rewards.no_call_penalty}
+                  "penalty": penalty, "penalty_value": self.slca_params.rewards.no_call_penalty,
+                  "extra": {"call_accuracy": rows["call_accuracy"], "rltr_reward": rows["rltr"]}}
         advantages = compute_advantages(self.estimator, rows["r_tool"], rows["r_sum"], tool_mask, summary_mask,
                                         group_ids, **kwargs)
         grpo = advantages if self.estimator == "grpo" else compute_advantages(
@@ -212,6 +216,9 @@ class SLCAGRPOTrainer(GRPOTrainer):
             metrics[f"credit/{name}"].append(value)
         for name in ("fmt", "name", "key", "value", "parallel"):
             metrics[f"rewards/components/{name}"].append(float(rows[name].mean()))
+        for name in ("call_accuracy", "rltr", "rltr_comp", "rltr_repeat", "rltr_error", "rltr_format_ok"):
+            metrics[f"rewards/baselines/{name}"].append(float(rows[name].mean()))
+        metrics["rewards/success"].append(float(rows["success"].mean()))
         metrics["rewards/penalty_rate"].append(float(penalty.float().mean()))
         metrics["credit/tool_tokens_frac"].append(
             float(tool_mask.sum() / (tool_mask.sum() + summary_mask.sum()).clamp(min=1)))

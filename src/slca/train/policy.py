@@ -47,7 +47,7 @@ from transformers.models.qwen2.tokenization_qwen2 import (
 from transformers.utils.chat_template_utils import render_jinja_template
 from trl.chat_template_utils import qwen2_5_chat_template
 
-from slca.rollout.chat import gold_conversation
+from slca.rollout.chat import gold_conversation, render_prompt  # noqa: F401  (render_prompt re-exported)
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -250,11 +250,3 @@ def load_policy(path_or_none: str | Path | None, params: Any,
     if params.policy.lora.enabled:
         model = _apply_lora(model, params.policy.lora)
     return model, tokenizer
-
-
-def render_prompt(task: Mapping[str, Any], tokenizer: Any) -> str:
-    """The prompt text of a task (system + user, tools in the system block, assistant header)."""
-    return tokenizer.apply_chat_template(
-        list(task["messages"]), tools=list(task.get("tools") or []) or None,
-        tokenize=False, add_generation_prompt=True,
-    )

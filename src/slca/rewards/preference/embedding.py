@@ -76,6 +76,7 @@ class EmbeddingJudge:
     def score(
         self, summary: str, tool_responses: list[str], reference: list[str], request: str
     ) -> float:
+        # reference = the requested facts as the rollout's own responses state them
         target = " ".join(reference).strip() or " ".join(tool_responses).strip() or request.strip()
         if not target:
             raise JudgeFailure("embedding judge: nothing to compare the summary with")

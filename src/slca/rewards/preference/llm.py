@@ -37,7 +37,7 @@ def judge_messages(
     facts = "\n".join(f"- {f}" for f in reference) or "(none listed)"
     user = (
         f"User request:\n{request}\n\nTool responses:\n{evidence}\n\n"
-        f"Facts the answer should state:\n{facts}\n\nAssistant's final answer:\n{summary}"
+        f"Facts the user asked for, as these tool responses state them:\n{facts}\n\nAssistant's final answer:\n{summary}"
     )
     return [{"role": "system", "content": RUBRIC}, {"role": "user", "content": user}]
 

@@ -1,15 +1,26 @@
 """Rule-based summary judge: faithful to the tool responses, covers the facts, concise.
 
-    score = (w_f·faithfulness + w_c·coverage + w_n·concision) / (w_f + w_c + w_n)
+    score = (w_f·faithfulness + w_c·coverage + w_n·coverage·concision) / (w_f + w_c + w_n)
+
+The judge reads the rollout's own evidence: `tool_responses` are the responses the policy saw
+and `reference` the facts the request asks for *as those responses state them*
+(`slca.rewards.facts.observed_facts`), so a faithful summary of a simulated response scores as
+well as one of a real response, and stating facts the tools never returned does not pay.
 
 - faithfulness: of the claims the summary makes — every number and every capitalised word that
   does not start a sentence — the fraction found in a tool response or the request. A number is
   found when some source number rounds to it at the summary's precision (19.4 supports "19");
-  a word when it occurs, case-folded, in the sources. No claims → 1.0.
-- coverage: fraction of reference facts present in the summary; a fact is present when at
+  a word when it occurs, case-folded, in the sources; each expected fact the summary states
+  counts as one more supported claim. No claims → 1.0 when there is nothing to report (no
+  expected facts: a refusal, an error), 0.0 otherwise: saying nothing is not faithful reporting.
+- coverage: fraction of expected facts present in the summary; a fact is present when at
   least `fact_match_threshold` of its word/number tokens occur in the summary (numbers compared
-  numerically). No reference facts → 1.0.
-- concision: 1.0 up to `max_chars` characters, then falls linearly to 0 at twice that length.
+  numerically). No expected facts → 1.0.
+- concision: 1.0 up to `max_chars` characters, then falls linearly to 0 at twice that length;
+  it is weighted by coverage, so brevity earns nothing for a reply that reports nothing.
+
+A vacuous reply ("here is what the tool returned") therefore scores 0 whenever the responses
+hold facts the user asked for.
 """
 
 from __future__ import annotations
@@ -78,15 +89,20 @@ def capitalised_claims(text: str) -> list[str]:
     return claims
 
 
-def faithfulness(summary: str, sources: str) -> float:
-    """Fraction of the summary's numbers and names that the sources support."""
+def faithfulness(summary: str, sources: str, empty: float = 1.0, stated_facts: int = 0) -> float:
+    """Fraction of the summary's claims that the sources support; `empty` if it makes none.
+
+    Claims are its numbers and names, plus the `stated_facts` expected facts it states (those
+    come from the observed responses, so they are supported: "the flight is scheduled" makes a
+    claim even though it holds no number or name)."""
     source_numbers = [v for v, _ in summary_numbers(sources)]
     folded = sources.casefold()
     checks = [
         any(round(s, d) == round(v, d) for s in source_numbers) for v, d in summary_numbers(summary)
     ]
     checks += [word.casefold() in folded for word in capitalised_claims(summary)]
-    return sum(checks) / len(checks) if checks else 1.0
+    checks += [True] * stated_facts
+    return sum(checks) / len(checks) if checks else empty
 
 
 def _tokens(text: str) -> list[str]:
@@ -141,10 +157,13 @@ class RuleJudge:
         self, summary: str, tool_responses: list[str], reference: list[str], request: str
     ) -> dict[str, float]:
         sources = "\n".join([*tool_responses, request])
+        facts = [fact for fact in reference if _tokens(fact)]
+        covered = coverage(summary, facts, self.threshold)
+        stated = round(covered * len(facts))
         return {
-            "faithfulness": faithfulness(summary, sources),
-            "coverage": coverage(summary, reference, self.threshold),
-            "concision": concision(summary, self.max_chars),
+            "faithfulness": faithfulness(summary, sources, empty=0.0 if facts else 1.0, stated_facts=stated),
+            "coverage": covered,
+            "concision": concision(summary, self.max_chars) * covered,
         }
 
     def score(
