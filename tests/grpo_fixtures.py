@@ -47,7 +47,7 @@ def small_params(root: Path, **train: Any) -> Params:
 def small_raw(root: Path, **train: Any) -> dict[str, Any]:
     """The params sections these tests set (the rest are defaults), as a params.yaml mapping."""
     section = {"out_dir": str(root / "models"), "max_steps": 3, "num_generations": 4, "prompts_per_step": 2,
-               "max_completion_length": 24, "max_tool_turns": 2, "checkpoint_every": 2, "sample_every": 2,
+               "max_completion_length": 128, "max_tool_turns": 2, "checkpoint_every": 2, "sample_every": 2,
                "learning_rate": 1e-3, "beta": 0.001}
     section.update(train)
     return {"data": {"out_dir": str(root / "data")}, "sft": {"out_dir": str(root / "sft")},

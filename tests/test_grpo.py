@@ -59,7 +59,8 @@ def test_trl_advantages_equal_credit_core(setup, trainer, estimator):
     tool_mask, summary_mask = segment_masks(response_mask, last_run_has_tool_call=ends_on_call)
     group_ids = torch.arange(response_mask.size(0)) // trainer.num_generations
     expected = compute_advantages(estimator, credit["r_tool"], credit["r_sum"], tool_mask, summary_mask, group_ids,
-                                  penalty=credit["penalty"])
+                                  penalty=credit["penalty"], extra=credit["extra"])
+    assert credit["r_tool"].dtype == torch.float64  # rewards stay float64 into the group statistics
     assert batch["advantages"].shape == response_mask.shape
     torch.testing.assert_close(batch["advantages"], expected)
     assert bool(tool_mask.any()) and bool(summary_mask.any())  # both segments occur in the batch
@@ -138,3 +139,38 @@ def test_smoke_runs_on_cpu(capsys):
     assert report["device"] == "cpu" and report["vllm"] is False
     assert set(report["results"]) == {"slca", "grpo"}
     assert all(r["tokens_per_s"] > 0 and r["peak_gpu_mem_gib"] == 0.0 for r in report["results"].values())
+
+
+def test_training_and_evaluation_paths_score_the_same_turns_identically(setup):
+    """One engine: the same scripted turns give the same tokens, masks and scores in both paths."""
+    from scripted_policy import ScriptedPolicy
+
+    from slca.rollout import HFTurnGenerator, build_judge, reward_fn, run_episodes, training_env
+    from slca.train.grpo_rollout import run_multiturn
+
+    root, tasks = setup
+    trainer = make_trainer(root, tasks, "slca")
+    params, tokenizer = trainer.slca_params, trainer.processing_class
+    chosen = tasks[:4]
+    policy = ScriptedPolicy(tokenizer, chosen)
+
+    def scripted_single_turn(prompt_ids, images, fields, num_generations, **_):
+        out = []
+        for ids in prompt_ids:
+            row = policy.generate(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long),
+                                  max_new_tokens=params.train.max_completion_length,
+                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+            out.append(row[0, len(ids):].tolist())
+        return out, None
+
+    trainer._generate_single_turn = scripted_single_turn
+    judge = build_judge(params)
+    payload = run_multiturn(trainer, chosen, params, judge)
+    episodes = run_episodes(HFTurnGenerator(policy, tokenizer), chosen, env_factory=training_env(params),
+                            max_turns=params.train.max_tool_turns,
+                            max_new_tokens=params.train.max_completion_length, reward_fn=reward_fn(params, judge))
+    assert payload["completion_ids"] == [e.completion_ids for e in episodes]
+    assert payload["env_mask"] == [e.response_mask for e in episodes]
+    assert payload["slca_scores"] == [e.scores for e in episodes]
+    assert all(e.scores["r_tool"] == 1.0 for e in episodes)  # gold turns under grounded simulation
+    assert any(0 in mask for mask in payload["env_mask"])

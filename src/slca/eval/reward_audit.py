@@ -8,6 +8,8 @@ rolled out on a sample of every task kind through the rollout engine twice:
 Both are scored by the one scoring path with the configured judge.
 
 The stage fails (exit 1, one line) when
+- the oracle's R_tool is below 1 for some task kind on either path (a policy that does the right
+  thing with what it observed must be able to reach R_tool = 1);
 - the oracle's Success is below `audit.min_oracle_success` on either path;
 - a corruption does not score strictly lower than the oracle, on the same tasks, in the segment it
   corrupts (mean R_tool for tool corruptions, mean R_sum for summary corruptions);
@@ -80,6 +82,12 @@ def audit(params: Any, tasks: Sequence[Mapping[str, Any]], tokenizer: Any, judge
         cases: dict[str, Any] = {"oracle": {"segment": None, **_means(oracle),
                                             "per_kind": {k: _means([e for e in oracle if e.task.get("kind") == k])
                                                          for k in sorted({str(e.task.get("kind")) for e in oracle})}}}
+        short = {kind: entry["r_tool"] for kind, entry in cases["oracle"]["per_kind"].items()
+                 if entry["r_tool"] < 1.0 - 1e-9}
+        if short:
+            report["failures"].append(f"{path}: the oracle's R_tool is below 1 on "
+                                      + ", ".join(f"{k} ({v:.3f})" for k, v in sorted(short.items()))
+                                      + ": a correct policy cannot reach full tool reward on this path")
         success = cases["oracle"]["success"]
         if success < params.audit.min_oracle_success:
             misses = [e.task_id for e in oracle if not e.scores["success"]][:5]

@@ -194,7 +194,8 @@ class SLCAGRPOTrainer(GRPOTrainer):
         self._log_credit(advantages, grpo, rows, tool_mask, summary_mask, group_ids, penalty)
         self.last_credit = {"advantages": advantages, "grpo": grpo, "response_mask": response_mask,
                             "tool_mask": tool_mask, "summary_mask": summary_mask, "group_ids": group_ids,
-                            "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": penalty}
+                            "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": penalty,
+                            "extra": kwargs["extra"]}
         if self.sample_sink is not None and self.model.training and self._is_sample_step():
             self.sample_sink(self.state.global_step, self._sample(output, scores))
         start = self.accelerator.process_index * local_mask.size(0)
