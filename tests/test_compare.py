@@ -42,11 +42,16 @@ def test_run_compare_writes_markdown_plots_and_logs(tmp_path, mlflow_store):
             history = tmp_path / "models" / f"{estimator}-s{seed}" / "metrics_history.jsonl"
             history.parent.mkdir(parents=True, exist_ok=True)
             history.write_text("".join(json.dumps({"step": s, "reward": base * s / 3}) + "\n" for s in (1, 2, 3)))
+    sft = tmp_path / "reports" / "eval" / "sft.json"
+    sft.write_text(json.dumps({"metrics": {"indomain.success": 0.3, "bfcl.overall_accuracy_non_live": 0.1}}))
     table = run_compare(params)
+    assert list(table) == ["sft", "slca", "grpo"]  # the SFT starting point comes first
+    assert table["sft"]["indomain.success"] == [0.3, 0.0, 1]
     assert table["slca"]["indomain.success"][0] == pytest.approx(0.85)
     assert table["grpo"]["indomain.success"][0] == pytest.approx(0.65)
     markdown = (tmp_path / "reports" / "comparison.md").read_text()
-    assert "| Success | 0.850 ± 0.071 (n=2) | 0.650 ± 0.071 (n=2) |" in markdown
+    assert "| metric | sft | slca | grpo |" in markdown
+    assert "| Success | 0.300 ± 0.000 (n=1) | 0.850 ± 0.071 (n=2) | 0.650 ± 0.071 (n=2) |" in markdown
     for png in ("comparison.png", "training_curves.png"):
         assert (tmp_path / "reports" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     client = mlflow.MlflowClient(mlflow_store)

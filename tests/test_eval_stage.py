@@ -22,6 +22,7 @@ def eval_setup(tmp_path_factory):
         "policy": {"tiny": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
                             "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 600}},
         "train": {"out_dir": str(root / "models"), "max_completion_length": 12, "max_tool_turns": 1},
+        "sft": {"out_dir": str(root / "models" / "sft")},
         "eval": {"out_dir": str(root / "reports" / "eval"), "n_test": 4,
                  "bfcl": {"categories": ["simple_python", "irrelevance"], "limit": 2},
                  "tau2": {"enabled": True, "domain": "mock", "max_steps": 4, "task_ids": None}},
@@ -32,9 +33,9 @@ def eval_setup(tmp_path_factory):
         (root / "data" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     tokenizer = train_tokenizer(corpus_texts(splits["train"]), params.policy.tiny.vocab_size, 0)
     model = build_tiny_model(params.policy.tiny, tokenizer, 0)
-    run = root / "models" / "slca-s0"
-    model.save_pretrained(run)
-    tokenizer.save_pretrained(run)
+    for run in (root / "models" / "slca-s0", Path(params.sft.out_dir)):
+        model.save_pretrained(run)
+        tokenizer.save_pretrained(run)
     return params
 
 
@@ -59,3 +60,10 @@ def test_evaluate_writes_one_report_and_logs_it(eval_setup, mlflow_store):
 def test_evaluate_names_a_missing_run(eval_setup, mlflow_store):
     with pytest.raises(EvaluationError, match=r"models/grpo-s3 does not exist; run `slca train --estimator grpo"):
         run_evaluate(eval_setup, "grpo", 3)
+
+
+def test_the_sft_policy_is_evaluated_like_a_run(eval_setup, mlflow_store):
+    report = run_evaluate(eval_setup, "sft", 0)
+    saved = json.loads((Path(eval_setup.eval.out_dir) / "sft.json").read_text())
+    assert saved["run"] == "sft" and saved["estimator"] == "sft" and saved["metrics"] == report["metrics"]
+    assert saved["metrics"]["indomain.n"] == 4.0 and "indomain.well_formed_calls" in saved["metrics"]

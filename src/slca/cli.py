@@ -134,7 +134,7 @@ def train(
 
 @app.command()
 def evaluate(
-    estimator: Annotated[str, typer.Option(help="Estimator of the run to evaluate.")] = "slca",
+    estimator: Annotated[str, typer.Option(help="Estimator of the run to evaluate; `sft` = the SFT warm-up.")] = "slca",
     seed: Annotated[int, typer.Option(help="Seed of the run to evaluate.")] = 0,
     params: ParamsOption = Path("params.yaml"),
 ) -> None:

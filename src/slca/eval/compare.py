@@ -2,7 +2,8 @@
 
     slca compare        # reports/comparison.md, reports/comparison.png, reports/training_curves.png
 
-Reads every evaluation report `reports/eval/<estimator>-s<seed>.json` and every training history
+Reads the SFT report `reports/eval/sft.json` (when present, the "sft" column: what RL started from),
+every evaluation report `reports/eval/<estimator>-s<seed>.json` and every training history
 `models/<estimator>-s<seed>/metrics_history.jsonl` named by params (train.estimators × train.seeds),
 and writes a Markdown table of mean ± std per estimator for each headline metric, a bar chart of
 final metrics and the training curves. Everything also goes to the stage's MLflow run.
@@ -26,6 +27,7 @@ HEADLINE = {
     "indomain.process": "Process (R_tool)",
     "indomain.name_f1": "Name-F1",
     "indomain.arg_match": "ArgMatch",
+    "indomain.well_formed_calls": "Well-formed calls",
     "indomain.no_call_accuracy": "No-call acc.",
     "bfcl.overall_accuracy_non_live": "BFCL (non-live)",
     "tau2.pass_hat_1": "τ² Pass^1",
@@ -159,6 +161,9 @@ def collect(params: Params) -> tuple[dict[str, list[dict[str, float]]], dict[str
     reports: dict[str, list[dict[str, float]]] = {}
     histories: dict[str, list[dict[str, float]]] = {}
     missing = []
+    sft = Path(params.eval.out_dir) / "sft.json"
+    if sft.exists():  # the starting point of every RL run: its row shows what RL added
+        reports["sft"] = [json.loads(sft.read_text(encoding="utf-8"))["metrics"]]
     for estimator in params.train.estimators:
         for seed in params.train.seeds:
             run = f"{estimator}-s{seed}"

@@ -22,6 +22,7 @@ from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
                 "generated_tokens")
+FORMAT_METRICS = ("call_blocks", "valid_blocks")
 
 
 def call_key(body: str) -> str:
@@ -34,7 +35,11 @@ def call_key(body: str) -> str:
 
 def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
     """The per-episode numbers every aggregate is built from (rewards must be filled)."""
+    from slca.rewards.parsing import parse_tool_calls
+
     reward = episode.tool_reward
+    known = [tool["function"]["name"] for tool in episode.task.get("tools") or [] if "function" in tool]
+    parsed = [parse_tool_calls(turn, known) for turn in episode.turns]
     blocks = [body for turn in episode.calls for body in turn]
     keys = [call_key(body) for body in blocks]
     needs_call = bool(episode.task.get("gold_steps"))
@@ -49,6 +54,8 @@ def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
         "calls": float(len(blocks)),
         "redundant_calls": float(len(keys) - len(set(keys))),
         "generated_tokens": float(episode.n_generated),
+        "call_blocks": float(sum(p.n_blocks for p in parsed)),
+        "valid_blocks": float(sum(p.n_valid for p in parsed)),
     }
 
 
@@ -64,6 +71,9 @@ def aggregate(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
         out["no_call_accuracy"] = sum(1.0 - row["called"] for row in no_call) / len(no_call)
     if with_call:
         out["call_recall"] = sum(row["called"] for row in with_call) / len(with_call)
+    blocks = sum(row.get("call_blocks", 0.0) for row in rows)
+    # well-formed calls: valid <tool_call> blocks (JSON, known tool, dict of arguments) / blocks written
+    out["well_formed_calls"] = sum(row.get("valid_blocks", 0.0) for row in rows) / blocks if blocks else 0.0
     total_calls = sum(row["calls"] for row in rows)
     out["redundant_call_rate"] = sum(row["redundant_calls"] for row in rows) / total_calls if total_calls else 0.0
     out["n"] = float(n)

@@ -1,8 +1,10 @@
 """The `evaluate` stage: one trained run through in-domain, BFCL and tau2-bench evaluation.
 
     slca evaluate --estimator slca --seed 0     # reports/eval/slca-s0.json
+    slca evaluate --estimator sft               # the SFT warm-up itself: reports/eval/sft.json
 
-The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>`; the in-domain test split
+The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>` (`sft.out_dir` for the
+estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added); the in-domain test split
 runs against the real executors; BFCL and tau2 run the policy through a greedy
 `generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically) and in
 the stage's MLflow run.
@@ -24,12 +26,21 @@ class EvaluationError(RuntimeError):
     """A run cannot be evaluated (missing model or data); the message says which path."""
 
 
+SFT = "sft"  # the estimator name of the SFT-only policy (no RL)
+
+
+def run_name(estimator: str, seed: int) -> str:
+    return SFT if estimator == SFT else f"{estimator}-s{seed}"
+
+
 def run_dir(params: Params, estimator: str, seed: int) -> Path:
-    return Path(params.train.out_dir) / f"{estimator}-s{seed}"
+    if estimator == SFT:
+        return Path(params.sft.out_dir)
+    return Path(params.train.out_dir) / run_name(estimator, seed)
 
 
 def report_path(params: Params, estimator: str, seed: int) -> Path:
-    return Path(params.eval.out_dir) / f"{estimator}-s{seed}.json"
+    return Path(params.eval.out_dir) / f"{run_name(estimator, seed)}.json"
 
 
 def load_test_tasks(params: Params) -> list[dict[str, Any]]:
@@ -91,14 +102,15 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
 
     model_dir = run_dir(params, estimator, seed)
     if not model_dir.exists():
-        raise EvaluationError(f"{model_dir} does not exist; run `slca train --estimator {estimator} --seed {seed}` first")
+        stage = "slca sft" if estimator == SFT else f"slca train --estimator {estimator} --seed {seed}"
+        raise EvaluationError(f"{model_dir} does not exist; run `{stage}` first")
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
     generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length)
 
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
         started = time.perf_counter()
-        report: dict[str, Any] = {"run": model_dir.name, "estimator": estimator, "seed": seed}
+        report: dict[str, Any] = {"run": run_name(estimator, seed), "estimator": estimator, "seed": seed}
         report["indomain"] = evaluate_policy(model, tokenizer, tasks, params)
         report["bfcl"] = evaluate_bfcl(generate_fn, params)
         report["tau2"] = evaluate_tau2_bench(generate_fn, params)
@@ -110,6 +122,6 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
             metrics.update(_numeric(report["tau2"]["metrics"], "tau2"))
         report["metrics"] = metrics
         log_metrics(metrics)
-        log_json(report, f"eval/{model_dir.name}.json")
+        log_json(report, f"eval/{run_name(estimator, seed)}.json")
     write_atomic(report_path(params, estimator, seed), json.dumps(report, indent=2, sort_keys=True))
     return report
