@@ -1,0 +1,100 @@
+"""Run the SFT sweep (src/slca/train/sweep.py) and write reports/sft_sweep.md + .png.
+
+    .venv/bin/python scripts/sft_sweep.py                  # every configuration below, 2 at a time
+    .venv/bin/python scripts/sft_sweep.py --only today deep6
+    .venv/bin/python scripts/sft_sweep.py --report         # rebuild the report from saved runs
+
+Needs data/train.jsonl and data/val.jsonl (`slca synthesize`). Each configuration runs in its own
+process with one torch thread; runs land in models/sft_sweep/<name>/ and
+models/sft_sweep/<name>.json. Configurations are listed in the order they were run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "models" / "sft_sweep"
+COMMAND = ".venv/bin/python scripts/sft_sweep.py"
+N_VAL = 60
+
+# The setup before the sweep, pinned so the first row stays comparable whatever params.yaml says.
+TODAY = {"policy.tiny.hidden_size": 128, "policy.tiny.num_hidden_layers": 4, "policy.tiny.num_attention_heads": 4,
+         "policy.tiny.num_key_value_heads": 2, "policy.tiny.intermediate_size": 384,
+         "policy.tiny.vocab_size": 4096, "policy.tiny.max_position_embeddings": 2048,
+         "sft.max_steps": 700, "sft.learning_rate": 0.002, "sft.batch_size": 1, "sft.max_length": 1024}
+FIT = {**TODAY, "sft.max_length": 2560, "policy.tiny.max_position_embeddings": 3072}
+V8K = {**FIT, "policy.tiny.vocab_size": 8192}
+CONFIGS: dict[str, dict] = {
+    "today": TODAY,                                     # 239 of 1000 examples dropped (too long)
+    "fit-all": FIT,                                     # every example fits
+    "vocab8k": V8K,                                     # a larger BPE compresses the tool JSON
+    "v8k-2000": {**V8K, "sft.max_steps": 2000},         # ~3x the updates
+    "deep6-2000": {**V8K, "sft.max_steps": 2000, "policy.tiny.num_hidden_layers": 6},
+    "wide192-2000": {**V8K, "sft.max_steps": 2000, "policy.tiny.hidden_size": 192,
+                     "policy.tiny.num_attention_heads": 6, "policy.tiny.intermediate_size": 576},
+    "v8k-6000": {**V8K, "sft.max_steps": 6000, "sft.n_examples": 3000},  # the experiment's budget
+}
+# Longest first, so the two lanes finish together.
+RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000"]
+
+
+def run_one(name: str) -> int:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = OUT / f"{name}.log"
+    with log.open("w") as handle:
+        return subprocess.call([sys.executable, __file__, "--single", name], cwd=ROOT, env=env,
+                               stdout=handle, stderr=subprocess.STDOUT)
+
+
+def single(name: str) -> None:
+    from slca.config import load_params
+    from slca.train.sweep import run_config
+
+    result = run_config(load_params(ROOT / "params.yaml"), name, CONFIGS[name], OUT, N_VAL)
+    print(json.dumps({"name": name, "sft_minutes": result["sft_minutes"], **result["val"]}))
+
+
+def report() -> None:
+    from slca.train.sweep import markdown, plot
+
+    results = [json.loads((OUT / f"{name}.json").read_text()) for name in CONFIGS if (OUT / f"{name}.json").exists()]
+    reports = ROOT / "reports"
+    reports.mkdir(exist_ok=True)
+    (reports / "sft_sweep.md").write_text(markdown(results, COMMAND))
+    plot(results, reports / "sft_sweep.png")
+    print(f"{len(results)} configurations -> reports/sft_sweep.md, reports/sft_sweep.png")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="Configurations to run (default: all).")
+    parser.add_argument("--single", help=argparse.SUPPRESS)
+    parser.add_argument("--report", action="store_true", help="Only rebuild the report from saved runs.")
+    parser.add_argument("--parallel", type=int, default=2, help="Configurations run at once.")
+    args = parser.parse_args()
+    if args.single:
+        single(args.single)
+        return 0
+    if not args.report:
+        names = args.only or RUN_ORDER
+        unknown = sorted(set(names) - set(CONFIGS))
+        if unknown:
+            parser.error(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
+        OUT.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(args.parallel) as pool:
+            codes = dict(zip(names, pool.map(run_one, names), strict=True))
+        for name, code in codes.items():
+            print(f"{name}: {'ok' if code == 0 else f'failed (exit {code}), see models/sft_sweep/{name}.log'}")
+    report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""SFT sweep: warm up the policy under several configurations and score each on validation tasks.
+
+Each configuration is a name plus overrides of `params.yaml` sections (dotted keys). One run = the
+SFT warm-up (timed) + in-domain evaluation of the SFT-only policy on `n_val` validation tasks with
+the real executors (greedy). Runs are independent processes, so two can share a 2-core machine
+with one torch thread each. The report ranks nothing: it lists every configuration with its SFT
+minutes, Success, Name-F1, ArgMatch and well-formed-call rate, and a plot of each metric against
+SFT minutes.
+
+    python scripts/sft_sweep.py                   # all configurations, 2 at a time, then the report
+    python scripts/sft_sweep.py --only base deep  # some of them
+    python scripts/sft_sweep.py --report          # rebuild reports/sft_sweep.md from saved runs
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slca.config import Params
+
+METRICS = ("success", "name_f1", "arg_match", "well_formed_calls", "process", "no_call_accuracy")
+LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch",
+          "well_formed_calls": "Well-formed calls", "process": "Process", "no_call_accuracy": "No-call acc."}
+
+
+def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
+    """params with dotted-key overrides applied, validated again as a whole."""
+    raw = params.model_dump(mode="json")
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            if key not in node:
+                raise ValueError(f"sweep override {dotted!r}: no section {key!r}")
+            node = node[key]
+        if leaf not in node:
+            raise ValueError(f"sweep override {dotted!r}: no key {leaf!r}")
+        node[leaf] = value
+    return Params.model_validate(raw)
+
+
+def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int) -> dict[str, Any]:
+    """SFT under one configuration, then its validation metrics; writes `<out_dir>/<name>.json`."""
+    from slca.eval.indomain import evaluate_policy
+    from slca.train.policy import read_tasks
+    from slca.train.sft import cpu_threads, save_atomically, train_sft
+
+    params = apply_overrides(params, {**overrides, "sft.out_dir": str(out_dir / name)})
+    tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
+    val = read_tasks(Path(params.data.out_dir) / "val.jsonl")[:n_val]
+    model, tokenizer, sft_metrics = train_sft(params, tasks)
+    save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
+    started = time.perf_counter()
+    with cpu_threads(1):
+        evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}))
+    result = {"name": name, "overrides": dict(overrides), "sft": sft_metrics,
+              "sft_minutes": round(sft_metrics["sft_seconds"] / 60, 2),
+              "eval_seconds": round(time.perf_counter() - started, 1),
+              "val": {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n")},
+              "per_kind": evaluation["per_kind"]}
+    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    return result
+
+
+def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
+    head = ["config", "overrides", "SFT min", "examples (dropped)", "final loss", *(LABELS[m] for m in METRICS)]
+    lines = ["# SFT sweep", "",
+             f"Every configuration run, in order; validation split, greedy, real executors. Regenerate with "
+             f"`{command}`.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        overrides = ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) or "(params.yaml)"
+        sft = r["sft"]
+        cells = [r["name"], overrides, f"{r['sft_minutes']:.1f}",
+                 f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
+                 *(f"{r['val'].get(m, 0.0):.3f}" for m in METRICS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "![SFT sweep](sft_sweep.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(results: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
+    for ax, metric in zip(axes, ("success", "name_f1", "arg_match", "well_formed_calls"), strict=True):
+        for r in results:
+            ax.scatter(r["sft_minutes"], r["val"].get(metric, 0.0))
+            ax.annotate(r["name"], (r["sft_minutes"], r["val"].get(metric, 0.0)), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel("SFT minutes (2-core CPU)")
+        ax.set_title(LABELS[metric])
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
