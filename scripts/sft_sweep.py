@@ -5,8 +5,8 @@
     .venv/bin/python scripts/sft_sweep.py --report         # rebuild the report from saved runs
 
 Needs data/train.jsonl and data/val.jsonl (`slca synthesize`). Each configuration runs in its own
-process with one torch thread; runs land in models/sft_sweep/<name>/ and
-models/sft_sweep/<name>.json. Configurations are listed in the order they were run.
+process with one torch thread; policies land in models/sft_sweep/<name>/, results and logs in
+reports/sft_sweep/<name>.json and .log (committed, so --report rebuilds the report anywhere). Configurations are listed in the order they were run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "models" / "sft_sweep"
+OUT = ROOT / "models" / "sft_sweep"          # the policies
+RESULTS = ROOT / "reports" / "sft_sweep"     # one JSON (and log) per configuration, kept in git
 COMMAND = ".venv/bin/python scripts/sft_sweep.py"
 N_VAL = 60
 
@@ -28,7 +29,8 @@ N_VAL = 60
 TODAY = {"policy.tiny.hidden_size": 128, "policy.tiny.num_hidden_layers": 4, "policy.tiny.num_attention_heads": 4,
          "policy.tiny.num_key_value_heads": 2, "policy.tiny.intermediate_size": 384,
          "policy.tiny.vocab_size": 4096, "policy.tiny.max_position_embeddings": 2048,
-         "sft.max_steps": 700, "sft.learning_rate": 0.002, "sft.batch_size": 1, "sft.max_length": 1024}
+         "sft.max_steps": 700, "sft.learning_rate": 0.002, "sft.batch_size": 1, "sft.max_length": 1024,
+         "sft.n_examples": 1000, "sft.threads": 1}
 FIT = {**TODAY, "sft.max_length": 2560, "policy.tiny.max_position_embeddings": 3072}
 V8K = {**FIT, "policy.tiny.vocab_size": 8192}
 CONFIGS: dict[str, dict] = {
@@ -47,7 +49,7 @@ RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000"
 
 def run_one(name: str) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    log = OUT / f"{name}.log"
+    log = RESULTS / f"{name}.log"
     with log.open("w") as handle:
         return subprocess.call([sys.executable, __file__, "--single", name], cwd=ROOT, env=env,
                                stdout=handle, stderr=subprocess.STDOUT)
@@ -57,14 +59,15 @@ def single(name: str) -> None:
     from slca.config import load_params
     from slca.train.sweep import run_config
 
-    result = run_config(load_params(ROOT / "params.yaml"), name, CONFIGS[name], OUT, N_VAL)
+    result = run_config(load_params(ROOT / "params.yaml"), name, CONFIGS[name], OUT, N_VAL, RESULTS)
     print(json.dumps({"name": name, "sft_minutes": result["sft_minutes"], **result["val"]}))
 
 
 def report() -> None:
     from slca.train.sweep import markdown, plot
 
-    results = [json.loads((OUT / f"{name}.json").read_text()) for name in CONFIGS if (OUT / f"{name}.json").exists()]
+    results = [json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS
+               if (RESULTS / f"{name}.json").exists()]
     reports = ROOT / "reports"
     reports.mkdir(exist_ok=True)
     (reports / "sft_sweep.md").write_text(markdown(results, COMMAND))
@@ -88,10 +91,11 @@ def main() -> int:
         if unknown:
             parser.error(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
         OUT.mkdir(parents=True, exist_ok=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(args.parallel) as pool:
             codes = dict(zip(names, pool.map(run_one, names), strict=True))
         for name, code in codes.items():
-            print(f"{name}: {'ok' if code == 0 else f'failed (exit {code}), see models/sft_sweep/{name}.log'}")
+            print(f"{name}: {'ok' if code == 0 else f'failed (exit {code}), see reports/sft_sweep/{name}.log'}")
     report()
     return 0
 

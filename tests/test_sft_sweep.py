@@ -26,6 +26,6 @@ def test_report_lists_every_configuration(tmp_path):
                         "no_call_accuracy": 1.0}}
                for name, steps, minutes, s in (("a", 700, 2.5, 0.0), ("b", 2000, 7.0, 0.25))]
     text = markdown(results, "python scripts/sft_sweep.py")
-    assert "| a | sft.max_steps=700 | 2.5 | 990 (10) | 1.500 | 0.000 |" in text
-    assert "| b | sft.max_steps=2000 | 7.0 |" in text and "python scripts/sft_sweep.py" in text
+    assert "| a | — | 2.5 | 0.00 M | ? | 990 (10) | 1.500 | 0.000 |" in text
+    assert "| b | max_steps=2000 | 7.0 |" in text and "python scripts/sft_sweep.py" in text
     assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"

@@ -187,7 +187,7 @@ class TinyModelParams(Section):
     num_key_value_heads: int = Field(2, ge=1, description="Key/value heads (GQA).")
     intermediate_size: int = Field(384, ge=8, description="MLP width.")
     vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
-    max_position_embeddings: int = Field(2048, ge=64, description="Longest sequence the model can see.")
+    max_position_embeddings: int = Field(3072, ge=64, description="Longest sequence the model can see.")
     tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
 
 
@@ -206,11 +206,14 @@ class PolicyParams(Section):
 
 class SftParams(Section):
     out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
-    max_steps: int = Field(700, ge=1, description="Optimizer steps of the warm-up (~0.3 CPU-s each at the defaults).")
+    max_steps: int = Field(2000, ge=1, description="Optimizer steps of the warm-up (~0.18 s each on 2 cores at the defaults).")
     learning_rate: float = Field(2e-3, gt=0, description="Peak learning rate (cosine decay).")
     batch_size: int = Field(1, ge=1, description="Sequences per optimizer step.")
-    max_length: int = Field(1024, ge=32, description="Token cap of an SFT example; longer examples are dropped.")
+    max_length: int = Field(2560, ge=32, description="Token cap of an SFT example; longer examples are dropped.")
     n_examples: int = Field(1000, ge=1, description="Train tasks sampled for the warm-up.")
+    threads: int = Field(
+        2, ge=1, description="Torch threads on CPU (capped at the cores present); 1 when runs share the cores."
+    )
 
 
 class TrainParams(Section):

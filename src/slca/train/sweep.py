@@ -43,13 +43,16 @@ def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
     return Params.model_validate(raw)
 
 
-def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int) -> dict[str, Any]:
-    """SFT under one configuration, then its validation metrics; writes `<out_dir>/<name>.json`."""
+def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
+               results_dir: Path) -> dict[str, Any]:
+    """SFT under one configuration (model in `<out_dir>/<name>`), then its validation metrics,
+    written to `<results_dir>/<name>.json`."""
     from slca.eval.indomain import evaluate_policy
     from slca.train.policy import read_tasks
     from slca.train.sft import cpu_threads, save_atomically, train_sft
 
-    params = apply_overrides(params, {**overrides, "sft.out_dir": str(out_dir / name)})
+    # two runs share the 2 cores: one thread each, for every configuration alike
+    params = apply_overrides(params, {**overrides, "sft.out_dir": str(out_dir / name), "sft.threads": 1})
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
     val = read_tasks(Path(params.data.out_dir) / "val.jsonl")[:n_val]
     model, tokenizer, sft_metrics = train_sft(params, tasks)
@@ -62,19 +65,35 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
               "eval_seconds": round(time.perf_counter() - started, 1),
               "val": {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n")},
               "per_kind": evaluation["per_kind"]}
-    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     return result
 
 
+def changes(first: Mapping[str, Any], overrides: Mapping[str, Any]) -> str:
+    """The overrides that differ from the first configuration's, `key=value`, short keys."""
+    diff = {k: v for k, v in overrides.items() if first.get(k) != v}
+    return ", ".join(f"{k.split('.', 1)[1] if k.startswith(('policy.', 'sft.')) else k}={v}"
+                     for k, v in diff.items()) or "—"
+
+
 def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
-    head = ["config", "overrides", "SFT min", "examples (dropped)", "final loss", *(LABELS[m] for m in METRICS)]
+    head = ["config", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)", "final loss",
+            *(LABELS[m] for m in METRICS)]
+    first = results[0]["overrides"] if results else {}
+    base = ", ".join(f"{k}={v}" for k, v in first.items())
     lines = ["# SFT sweep", "",
-             f"Every configuration run, in order; validation split, greedy, real executors. Regenerate with "
-             f"`{command}`.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
+             f"{int(results[0]['val'].get('n', 0)) if results else 0} validation tasks with the real executors. "
+             f"Two configurations ran at a time on the 2 cores, one torch thread each, so the minutes compare "
+             f"across rows (alone with 2 threads a run takes ~1.6x less wall time). Regenerate with `{command}`.",
+             "", f"First row: {results[0]['name'] if results else '-'} ({base}).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        overrides = ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) or "(params.yaml)"
         sft = r["sft"]
-        cells = [r["name"], overrides, f"{r['sft_minutes']:.1f}",
+        cells = [r["name"], changes(first, r["overrides"]) if r is not results[0] else "—",
+                 f"{r['sft_minutes']:.1f}", f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
+                 str(sft.get("vocab_size", "?")),
                  f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
                  *(f"{r['val'].get(m, 0.0):.3f}" for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
