@@ -51,8 +51,8 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     from slca.train.policy import read_tasks
     from slca.train.sft import cpu_threads, save_atomically, train_sft
 
-    # two runs share the 2 cores: one thread each, for every configuration alike
-    params = apply_overrides(params, {**overrides, "sft.out_dir": str(out_dir / name), "sft.threads": 1})
+    # two runs share the 2 cores: one thread each, unless a configuration runs alone and says otherwise
+    params = apply_overrides(params, {"sft.threads": 1, **overrides, "sft.out_dir": str(out_dir / name)})
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
     val = read_tasks(Path(params.data.out_dir) / "val.jsonl")[:n_val]
     model, tokenizer, sft_metrics = train_sft(params, tasks)
