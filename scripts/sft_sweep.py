@@ -6,7 +6,7 @@
 
 Needs data/train.jsonl and data/val.jsonl (`slca synthesize`). Each configuration runs in its own
 process with one torch thread; policies land in models/sft_sweep/<name>/, results and logs in
-reports/sft_sweep/<name>.json and .log (committed, so --report rebuilds the report anywhere). Configurations are listed in the order they were run.
+reports/sft_sweep/<name>.json (committed, so --report rebuilds the report anywhere) and <name>.log. Configurations are listed in the order they were run.
 """
 
 from __future__ import annotations

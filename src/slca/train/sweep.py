@@ -86,7 +86,8 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
              f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
              f"{int(results[0]['val'].get('n', 0)) if results else 0} validation tasks with the real executors. "
              f"Two configurations ran at a time on the 2 cores, one torch thread each, so the minutes compare "
-             f"across rows (alone with 2 threads a run takes ~1.6x less wall time). Regenerate with `{command}`.",
+             f"across rows; a row whose changes say threads=2 ran alone on both cores (about 1.6x less wall "
+             f"time for the same steps). Regenerate with `{command}`.",
              "", f"First row: {results[0]['name'] if results else '-'} ({base}).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
