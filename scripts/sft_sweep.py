@@ -5,8 +5,9 @@
     .venv/bin/python scripts/sft_sweep.py --report         # rebuild the report from saved runs
 
 Needs data/train.jsonl and data/val.jsonl (`slca synthesize`). Each configuration runs in its own
-process with one torch thread; policies land in models/sft_sweep/<name>/, results and logs in
-reports/sft_sweep/<name>.json (committed, so --report rebuilds the report anywhere) and <name>.log. Configurations are listed in the order they were run.
+process (one torch thread unless it says otherwise); policies land in models/sft_sweep/<name>/,
+results in reports/sft_sweep/<name>.json (committed, so --report rebuilds the report anywhere),
+logs in reports/sft_sweep/<name>.log (local). Configurations are listed in the order they were run.
 """
 
 from __future__ import annotations
