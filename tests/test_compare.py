@@ -8,7 +8,13 @@ import mlflow
 import pytest
 
 from slca.config import Params, parse_params
-from slca.eval.compare import CompareError, markdown_table, mean_std, run_compare, summarise
+from slca.eval.compare import (
+    CompareError,
+    markdown_table,
+    mean_std,
+    run_compare,
+    summarise,
+)
 
 
 def test_mean_std_uses_the_sample_std():

@@ -145,7 +145,13 @@ def test_training_and_evaluation_paths_score_the_same_turns_identically(setup):
     """One engine: the same scripted turns give the same tokens, masks and scores in both paths."""
     from scripted_policy import ScriptedPolicy
 
-    from slca.rollout import HFTurnGenerator, build_judge, reward_fn, run_episodes, training_env
+    from slca.rollout import (
+        HFTurnGenerator,
+        build_judge,
+        reward_fn,
+        run_episodes,
+        training_env,
+    )
     from slca.train.grpo_rollout import run_multiturn
 
     root, tasks = setup

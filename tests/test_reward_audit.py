@@ -11,8 +11,15 @@ import yaml
 
 from slca.config import DataParams, Params
 from slca.data.synthesis import synthesize
-from slca.eval.reward_audit import AuditFailed, audit, audit_tokenizer, run_reward_audit, sample_tasks
+from slca.eval.reward_audit import (
+    AuditFailed,
+    audit,
+    audit_tokenizer,
+    run_reward_audit,
+    sample_tasks,
+)
 from slca.rewards.baselines import call_accuracy, rltr_reward
+from slca.rewards.parsing import parse_tool_calls
 from slca.rollout import run_episodes, training_env
 from slca.rollout.grounding import GroundedSession
 from slca.rollout.scripted import CORRUPTIONS, ScriptedTurnGenerator, oracle_turn
@@ -146,22 +153,26 @@ CALL = '<tool_call>\n{"name": "get_x", "arguments": {"city": "Lima"}}\n</tool_ca
 WRONG = '<tool_call>\n{"name": "get_x", "arguments": {"city": "Cusco"}}\n</tool_call>'
 
 
+def _parsed(turns):
+    return [parse_tool_calls(turn, ["get_x"]) for turn in turns]
+
+
 def test_toolpo_call_accuracy_by_hand():
     gold = [[{"name": "get_x", "arguments": {"city": "Lima"}}, {"name": "get_x", "arguments": {"city": "Puno"}}]]
-    assert call_accuracy([CALL], gold, ["get_x"]) == 0.5
-    assert call_accuracy([CALL + CALL], gold, ["get_x"]) == 0.5  # a gold call counts once
-    assert call_accuracy([WRONG], gold, ["get_x"]) == 0.0
-    assert call_accuracy(["Nothing to call."], [], ["get_x"]) == 1.0
-    assert call_accuracy([CALL], [], ["get_x"]) == 0.0
+    assert call_accuracy(_parsed([CALL]), gold) == 0.5
+    assert call_accuracy(_parsed([CALL + CALL]), gold) == 0.5  # a gold call counts once
+    assert call_accuracy(_parsed([WRONG]), gold) == 0.0
+    assert call_accuracy(_parsed(["Nothing to call."]), []) == 1.0
+    assert call_accuracy(_parsed([CALL]), []) == 0.0
 
 
 def test_rltr_reward_by_hand():
     settings = {"threshold": 0.9, "repeat_penalty": 0.25, "invalid_penalty": 0.5}
-    good = rltr_reward([CALL, "Done."], ["get_x"], 1.0, 0, **settings)
+    good = rltr_reward(_parsed([CALL, "Done."]), 1.0, 0, **settings)
     assert good == {"rltr": 1.0, "rltr_comp": 1.0, "rltr_repeat": -0.0, "rltr_error": -0.0, "rltr_format_ok": 1.0}
-    repeated = rltr_reward([CALL, CALL, WRONG], ["get_x"], 0.95, 1, **settings)
+    repeated = rltr_reward(_parsed([CALL, CALL, WRONG]), 0.95, 1, **settings)
     assert repeated["rltr"] == pytest.approx(1.0 - 0.25 - 0.5)  # one consecutive repeat, one rejected call
-    below = rltr_reward([WRONG], ["get_x"], 0.5, 0, **settings)
+    below = rltr_reward(_parsed([WRONG]), 0.5, 0, **settings)
     assert below["rltr"] == 0.0
-    broken = rltr_reward(['<tool_call>{"name": "get_x"', "ok"], ["get_x"], 0.0, 0, **settings)
+    broken = rltr_reward(_parsed(['<tool_call>{"name": "get_x"', "ok"]), 0.0, 0, **settings)
     assert broken["rltr"] == -1.0 and broken["rltr_format_ok"] == 0.0

@@ -12,7 +12,13 @@ from policy_fixtures import (
 )
 from scripted_policy import FakeSession, ScriptedPolicy, gold_turns
 
-from slca.rollout import HFTurnGenerator, make_generate_fn, reward_fn, run_episodes, tool_suffix_ids
+from slca.rollout import (
+    HFTurnGenerator,
+    make_generate_fn,
+    reward_fn,
+    run_episodes,
+    tool_suffix_ids,
+)
 from slca.train.policy import (
     build_tiny_model,
     corpus_texts,
@@ -133,3 +139,12 @@ def test_context_limit_is_per_episode_and_unseen_responses_are_not_recorded(toke
     assert all(m == 1 for m in long_ep.response_mask)  # no environment tokens were appended
     assert short_ep.stop_reason == "answer" and len(short_ep.tool_responses) == 1
     assert short_ep.summary == "It is 14 C and clear in Lima."
+
+
+def test_training_stats_count_a_reformatted_repeat_as_redundant():
+    from slca.rollout import Episode
+    from slca.train.grpo_rollout import rollout_stats
+
+    episode = Episode(single_task(0), 0, [1], calls=[['{"name": "get_weather", "arguments": {"city": "Lima"}}'],
+                                                     ['{"arguments":{"city":"Lima"},"name":"get_weather"}']])
+    assert rollout_stats([episode], 1.0)["rollout/redundant_call_rate"] == 0.5

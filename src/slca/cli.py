@@ -101,13 +101,11 @@ def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
 @app.command("reward-audit")
 def reward_audit(params: ParamsOption = Path("params.yaml")) -> None:
     """Audit the training signal: an oracle and its corruptions, training and evaluation paths."""
-    try:
-        report = _run_stage("slca.eval.reward_audit:run_reward_audit", params)
-    except Exception as error:
-        from slca.eval.reward_audit import AuditFailed
+    from slca.eval.reward_audit import AuditFailed, run_reward_audit
 
-        if not isinstance(error, AuditFailed):
-            raise
+    try:
+        report = _run_stage(run_reward_audit, params)
+    except AuditFailed as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     if isinstance(report, dict):

@@ -11,35 +11,21 @@ Aggregates: overall and per task kind, greedy, plus pass@k over `eval.pass_k` sa
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca.rollout.loop import Episode, HFTurnGenerator, run_episodes
+from slca.rollout.loop import Episode, HFTurnGenerator, call_key, run_episodes
 from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
                 "generated_tokens")
-FORMAT_METRICS = ("call_blocks", "valid_blocks")
-
-
-def call_key(body: str) -> str:
-    """Canonical text of one call block (name + arguments), so equal calls compare equal."""
-    try:
-        return json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"))
-    except (ValueError, RecursionError):
-        return body.strip()
 
 
 def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
     """The per-episode numbers every aggregate is built from (rewards must be filled)."""
-    from slca.rewards.parsing import parse_tool_calls
-
-    reward = episode.tool_reward
-    known = [tool["function"]["name"] for tool in episode.task.get("tools") or [] if "function" in tool]
-    parsed = [parse_tool_calls(turn, known) for turn in episode.turns]
+    reward, parsed = episode.tool_reward, episode.parsed
     blocks = [body for turn in episode.calls for body in turn]
     keys = [call_key(body) for body in blocks]
     needs_call = bool(episode.task.get("gold_steps"))

@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca.rollout import KINDS, build_judge, eval_env, reward_fn, run_episodes, training_env
+from slca.rollout import (
+    KINDS,
+    build_judge,
+    eval_env,
+    reward_fn,
+    run_episodes,
+    training_env,
+)
 from slca.rollout.scripted import CORRUPTIONS, ScriptedTurnGenerator, oracle_turn
 
 PATHS = ("train", "eval")
@@ -151,8 +158,8 @@ def audit_tokenizer(tasks: Sequence[Mapping[str, Any]], params: Any) -> Any:
 
 def run_reward_audit(params: Any) -> dict[str, Any]:
     """The stage: sample, audit both paths, write the report, log to MLflow, fail on a finding."""
-    from slca.train.policy import read_tasks
     from slca.tracking import log_json, log_metrics, stage_run, write_atomic
+    from slca.train.policy import read_tasks
 
     cfg = params.audit
     tasks = sample_tasks(read_tasks(Path(params.data.out_dir) / f"{cfg.split}.jsonl"), cfg.per_kind,

@@ -11,32 +11,23 @@
   the reward is −1 when the format is invalid (a block that is not a well-formed call to a
   known tool), which is why malformed calls need no term of their own in R_error.
 
-    ratio = call_accuracy(turns, gold_steps, known)
-    parts = rltr_reward(turns, known, r_tool, n_env_errors, threshold=0.9, repeat_penalty=0.25,
-                        invalid_penalty=0.25)
+    parsed = [parse_tool_calls(turn, known) for turn in turns]
+    ratio = call_accuracy(parsed, gold_steps)
+    parts = rltr_reward(parsed, r_tool, n_env_errors, threshold=0.9, repeat_penalty=0.25, invalid_penalty=0.25)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Sequence
+from itertools import pairwise
 
-from slca.rewards.parsing import parse_tool_calls
-from slca.rewards.values import loosely_equal
-
-
-def _same_call(gold: dict[str, Any], predicted: dict[str, Any]) -> bool:
-    if gold["name"] != predicted["name"]:
-        return False
-    g_args, p_args = dict(gold.get("arguments") or {}), dict(predicted.get("arguments") or {})
-    return set(g_args) == set(p_args) and all(loosely_equal(g_args[k], p_args[k]) for k in g_args)
+from slca.rewards.parsing import ParsedCalls
+from slca.rewards.values import calls_match
 
 
-def call_accuracy(turns: Sequence[str], gold_steps: Sequence[Sequence[dict]],
-                  known_tools: Collection[str] | None) -> float:
-    """ToolPO's correct-call ratio Σ C(a_call)/|gold| (see the module docstring)."""
-    parsed = [parse_tool_calls(turn, known_tools) for turn in turns]
+def call_accuracy(parsed: Sequence[ParsedCalls], gold_steps: Sequence[Sequence[dict]]) -> float:
+    """ToolPO's correct-call ratio Σ C(a_call)/|gold| over the parsed turns (module docstring)."""
     predicted = [call for p in parsed for call in p.calls]
     gold = [call for step in gold_steps for call in step]
     if not gold:
@@ -44,21 +35,20 @@ def call_accuracy(turns: Sequence[str], gold_steps: Sequence[Sequence[dict]],
     unused = list(range(len(gold)))
     correct = 0
     for call in predicted:
-        match = next((i for i in unused if _same_call(gold[i], call)), None)
+        match = next((i for i in unused if calls_match(gold[i], call)), None)
         if match is not None:
             unused.remove(match)
             correct += 1
     return correct / len(gold)
 
 
-def rltr_reward(turns: Sequence[str], known_tools: Collection[str] | None, process: float, env_errors: int, *,
+def rltr_reward(parsed: Sequence[ParsedCalls], process: float, env_errors: int, *,
                 threshold: float, repeat_penalty: float, invalid_penalty: float) -> dict[str, float]:
-    """RLTR's planner reward and its parts (see the module docstring)."""
-    parsed = [parse_tool_calls(turn, known_tools) for turn in turns]
+    """RLTR's planner reward and its parts over the parsed turns (see the module docstring)."""
     n_blocks = sum(p.n_blocks for p in parsed)
     n_valid = sum(p.n_valid for p in parsed)
     keys = [json.dumps(call, sort_keys=True) for p in parsed for call in p.calls]
-    repeats = sum(1 for before, key in zip(keys, keys[1:]) if key == before)
+    repeats = sum(1 for before, key in pairwise(keys) if key == before)
     parts = {"rltr_comp": float(process >= threshold), "rltr_repeat": -repeat_penalty * repeats,
              "rltr_error": -invalid_penalty * env_errors, "rltr_format_ok": float(n_valid == n_blocks)}
     total = -1.0 if n_valid < n_blocks else parts["rltr_comp"] + parts["rltr_repeat"] + parts["rltr_error"]

@@ -29,7 +29,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from slca.rewards.parsing import parse_tool_calls
+from slca.rewards.parsing import ParsedCalls, parse_tool_calls
 from slca.rewards.values import loosely_equal
 
 Call = dict[str, Any]
@@ -157,9 +157,13 @@ def execution_reward(
     weights: ToolRewardWeights = ToolRewardWeights(),
     no_call_penalty: float = -0.5,
     parallel_mode: Literal["first", "per_step"] = "first",
+    parsed: list[ParsedCalls] | None = None,
 ) -> ToolReward:
-    """Score one rollout's calls against the gold steps (see the module docstring)."""
-    parsed = [parse_tool_calls(turn, known_tools) for turn in assistant_turns]
+    """Score one rollout's calls against the gold steps (see the module docstring).
+
+    `parsed`: the turns already parsed with `parse_tool_calls(turn, known_tools)`, when the caller has them."""
+    if parsed is None:
+        parsed = [parse_tool_calls(turn, known_tools) for turn in assistant_turns]
     predicted_steps = [p.calls for p in parsed if p.calls]
     n_blocks = sum(p.n_blocks for p in parsed)
     n_calls = sum(len(s) for s in predicted_steps)

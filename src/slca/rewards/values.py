@@ -59,6 +59,14 @@ def _sorted_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def calls_match(gold: Any, call: Any) -> bool:
+    """Same tool name, same argument keys and loosely equal values (`{"name", "arguments"}` dicts)."""
+    if gold.get("name") != call.get("name"):
+        return False
+    expected, given = dict(gold.get("arguments") or {}), dict(call.get("arguments") or {})
+    return set(expected) == set(given) and all(loosely_equal(expected[k], given[k]) for k in expected)
+
+
 def loosely_equal(expected: Any, actual: Any) -> bool:
     """True when `actual` matches `expected` under the rules in the module docstring."""
     a, b = normalise(expected), normalise(actual)

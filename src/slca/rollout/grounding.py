@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from slca.rewards.parsing import parse_call_body
+from slca.rewards.values import calls_match
 from slca.rollout.chat import tool_content
-from slca.rewards.values import loosely_equal
 
 
 class RecordedResult:
@@ -40,13 +40,6 @@ class RecordedResult:
 
     def to_message(self) -> str:
         return tool_content(True, self.content, None)
-
-
-def _matches(gold: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
-    if gold.get("name") != call.get("name"):
-        return False
-    expected, given = dict(gold.get("arguments") or {}), dict(call.get("arguments") or {})
-    return set(expected) == set(given) and all(loosely_equal(expected[k], given[k]) for k in expected)
 
 
 class GroundedSession:
@@ -65,7 +58,7 @@ class GroundedSession:
         parsed = parse_call_body(call) if isinstance(call, str) else call
         if isinstance(parsed, Mapping):
             for gold, response in self.recorded:
-                if _matches(gold, parsed):
+                if calls_match(gold, parsed):
                     result = RecordedResult(str(gold["name"]), response)
                     self.history.append((call, result))
                     return result

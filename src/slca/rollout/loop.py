@@ -38,6 +38,7 @@ uneven turn counts can no longer deadlock them or hand a process another's compl
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ class Episode:
     stop_reason: str = ""  # "answer" | "max_turns" | "length"
     scores: dict[str, float] = field(default_factory=dict)  # HierR and baseline rewards (scoring)
     tool_reward: Any = None
+    parsed: list[Any] = field(default_factory=list)  # ParsedCalls per turn, set by scoring
 
     @property
     def task_id(self) -> str:
@@ -145,6 +147,14 @@ class TurnGenerator(Protocol):
         """Under several processes: whether any process has a live episode (a collective every
         process calls once per round); None when there is one process."""
         ...
+
+
+def call_key(body: str) -> str:
+    """Canonical text of one call block (name + arguments), so equal calls compare equal."""
+    try:
+        return json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return body.strip()
 
 
 def tool_blocks(text: str) -> list[str]:
@@ -320,9 +330,6 @@ def run_episodes(generator: TurnGenerator, tasks: Sequence[Mapping[str, Any]] | 
         by_row = dict(zip(rows, turns, strict=True))
         live = [i for i in live
                 if _take_turn(episodes[i], by_row[i], generator, sessions[i], round_index == max_turns)]
-    for episode in episodes:
-        if not episode.stop_reason:
-            episode.stop_reason = "max_turns"
     if reward_fn is not None:
         for episode in episodes:
             reward_fn(episode)

@@ -77,16 +77,23 @@ def _error_responses(episode: Episode) -> int:
 
 
 def score_episode(episode: Episode, params: Any, judge: Any) -> Episode:
-    """Fill `episode.scores` and `episode.tool_reward` (see the module docstring)."""
-    from slca.rewards import execution_reward, execution_settings, rollout_rewards, summary_reward
+    """Fill `episode.scores`, `episode.tool_reward` and `episode.parsed` (see the module docstring)."""
+    from slca.rewards import (
+        execution_reward,
+        execution_settings,
+        rollout_rewards,
+        summary_reward,
+    )
     from slca.rewards.baselines import call_accuracy, rltr_reward
     from slca.rewards.execution import COMPONENTS
     from slca.rewards.facts import observed_facts
+    from slca.rewards.parsing import parse_tool_calls
 
     task = episode.task
     known = [tool["function"]["name"] for tool in task.get("tools") or [] if "function" in tool]
     gold = task.get("gold_steps") or []
-    tool_reward = execution_reward(episode.turns, gold, known, **execution_settings(params.rewards))
+    parsed = [parse_tool_calls(turn, known) for turn in episode.turns]  # once, for every reward below
+    tool_reward = execution_reward(episode.turns, gold, known, parsed=parsed, **execution_settings(params.rewards))
     facts = observed_facts(task, episode.observations)
     r_sum = summary_reward(judge, episode.summary, episode.tool_responses, facts, user_request(task),
                            min_chars=params.rewards.min_summary_chars, no_call_task=not gold)
@@ -94,12 +101,12 @@ def score_episode(episode: Episode, params: Any, judge: Any) -> Episode:
     rltr = params.credit.rltr
     scores = {"r_tool": r_tool, "r_sum": r_sum, "penalty": float(tool_reward.penalty),
               **{name: float(getattr(tool_reward, name)) for name in COMPONENTS},
-              "call_accuracy": call_accuracy(episode.turns, gold, known),
-              **rltr_reward(episode.turns, known, r_tool, _error_responses(episode),
+              "call_accuracy": call_accuracy(parsed, gold),
+              **rltr_reward(parsed, r_tool, _error_responses(episode),
                             threshold=rltr.completeness_threshold, repeat_penalty=rltr.repeat_penalty,
                             invalid_penalty=rltr.invalid_penalty),
               "success": float((r_tool + r_sum) / 2 >= params.eval.success_threshold)}
-    episode.tool_reward = tool_reward
+    episode.tool_reward, episode.parsed = tool_reward, parsed
     episode.scores = scores
     return episode
 

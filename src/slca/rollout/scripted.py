@@ -22,7 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slca.rewards.facts import fact_tokens, leaves, observed_facts, parse_observation, value_at
+from slca.rewards.facts import (
+    fact_tokens,
+    leaves,
+    observed_facts,
+    parse_observation,
+    value_at,
+)
 from slca.rewards.values import loosely_equal
 from slca.rollout.chat import NO_TOOL_ANSWER, tool_call_text
 from slca.rollout.loop import Episode, Turn, tool_suffix_ids
@@ -129,7 +135,7 @@ def _wrong_tool(call: dict, task: Mapping[str, Any]) -> None:
 
 
 def _drop_argument(call: dict, task: Mapping[str, Any]) -> None:
-    call["arguments"].pop(sorted(call["arguments"])[0])
+    call["arguments"].pop(min(call["arguments"]))
 
 
 def _repeat_first_call(episode: Episode) -> str:
@@ -149,7 +155,7 @@ def wrong_value(value: Any) -> Any:
 
 
 def _change_value(call: dict, task: Mapping[str, Any]) -> None:
-    key = sorted(call["arguments"])[0]
+    key = min(call["arguments"])
     call["arguments"][key] = wrong_value(call["arguments"][key])
 
 

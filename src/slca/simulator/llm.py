@@ -22,11 +22,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from slca.simulator.registry import register
-from slca.simulator.response import synthesize_response
 from slca.simulator.cache import ResponseCache, cache_key
 from slca.simulator.endpoint import ChatClient, EndpointError
 from slca.simulator.parsing import canonical_json, loads_capped
+from slca.simulator.registry import register
+from slca.simulator.response import synthesize_response
 from slca.simulator.specs import ToolSpec
 from slca.simulator.state import EpisodeState
 from slca.simulator.synth import synthesize

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from slca.simulator.specs import ToolSpec
 from slca.simulator.state import EpisodeState

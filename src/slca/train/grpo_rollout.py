@@ -16,15 +16,22 @@ tokens never enter the loss.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
-from slca.rollout import Episode, Turn, build_judge, per_kind_means, reward_fn, run_episodes, training_env
-from slca.rollout.loop import new_episodes
+from slca.rollout import (
+    Episode,
+    Turn,
+    build_judge,
+    per_kind_means,
+    reward_fn,
+    run_episodes,
+    training_env,
+)
+from slca.rollout.loop import call_key, new_episodes
 
 __all__ = ["TRLTurnGenerator", "build_judge", "rollout_batch", "rollout_stats", "run_multiturn"]
 
@@ -76,7 +83,7 @@ def rollout_batch(generator: Any, tasks: Sequence[Mapping[str, Any]], params: An
 
 def rollout_stats(episodes: Sequence[Episode], seconds: float) -> dict[str, float]:
     """Tool calls and turns per rollout, redundant-call rate, tokens per second, per-kind rewards."""
-    keys = [[json.dumps(body, sort_keys=True) for turn in e.calls for body in turn] for e in episodes]
+    keys = [[call_key(body) for turn in e.calls for body in turn] for e in episodes]
     calls = sum(len(k) for k in keys)
     redundant = sum(len(k) - len(set(k)) for k in keys)
     generated = sum(e.n_generated for e in episodes)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import re
 
+from slca.rewards.facts import fact_tokens
 from slca.rewards.preference import register_judge
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?|\d+(?:\.\d+)?")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
-_TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+")
 _COMMON_CAPITALISED = {
     "i",
     "i'm",
@@ -105,23 +105,15 @@ def faithfulness(summary: str, sources: str, empty: float = 1.0, stated_facts: i
     return sum(checks) / len(checks) if checks else empty
 
 
-def _tokens(text: str) -> list[str]:
-    tokens = []
-    for token in _TOKEN.findall(text.casefold()):
-        number = _to_float(token) if token[0].isdigit() else None
-        tokens.append(f"{number:.6g}" if number is not None else token)
-    return tokens
-
-
 def coverage(summary: str, reference: list[str], threshold: float) -> float:
     """Fraction of reference facts whose tokens (≥ threshold of them) occur in the summary."""
-    facts = [f for f in reference if _tokens(f)]
+    facts = [f for f in reference if fact_tokens(f)]
     if not facts:
         return 1.0
-    present = set(_tokens(summary))
+    present = set(fact_tokens(summary))
     hits = 0
     for fact in facts:
-        tokens = _tokens(fact)
+        tokens = fact_tokens(fact)
         hits += sum(t in present for t in tokens) / len(tokens) >= threshold
     return hits / len(facts)
 
@@ -157,7 +149,7 @@ class RuleJudge:
         self, summary: str, tool_responses: list[str], reference: list[str], request: str
     ) -> dict[str, float]:
         sources = "\n".join([*tool_responses, request])
-        facts = [fact for fact in reference if _tokens(fact)]
+        facts = [fact for fact in reference if fact_tokens(fact)]
         covered = coverage(summary, facts, self.threshold)
         stated = round(covered * len(facts))
         return {
