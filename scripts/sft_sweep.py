@@ -45,9 +45,14 @@ CONFIGS: dict[str, dict] = {
     "v8k-6000": {**V8K, "sft.max_steps": 6000, "sft.n_examples": 3000},  # the experiment's budget
     # alone on both cores (run with --only exp-9000 --parallel 1): the most a 30-minute budget buys
     "exp-9000": {**V8K, "sft.max_steps": 9000, "sft.n_examples": 3000, "sft.threads": 2},
+    # the policies above write plausible values, not the requested ones: force copying
+    "copy50-2000": {**V8K, "sft.max_steps": 2000, "sft.copy_augment": 0.5},
+    "words-copy50-2000": {**V8K, "sft.max_steps": 2000, "sft.copy_augment": 0.5,
+                          "policy.tiny.pretokenizer": "words"},
 }
 # Longest first, so the two lanes finish together.
-RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000"]
+RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
+             "copy50-2000", "words-copy50-2000"]
 
 
 def run_one(name: str) -> int:

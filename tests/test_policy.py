@@ -142,3 +142,24 @@ def test_lora_wraps_the_tiny_model(tokenizer):
     model, _ = load_policy(None, params, tokenizer=tokenizer)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert 0 < trainable < count_parameters(model) / 4
+
+
+def test_words_pretokenizer_survives_a_reload_and_copies_values_token_for_token(tmp_path):
+    words = train_tokenizer(corpus_texts(tiny_tasks(24)), vocab_size=700, seed=0, pretokenizer="words")
+    params = small_params()
+    model, _ = load_policy(None, params, tokenizer=words)
+    model.save_pretrained(tmp_path / "m")
+    words.save_pretrained(tmp_path / "m")
+    _, loaded = load_policy(tmp_path / "m", params)
+    text = render_prompt(parallel_task(1), words) + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}'
+    # transformers would rebuild Qwen2's split for a qwen2 config; the saved split must come back
+    assert loaded.encode(text) == words.encode(text)
+    request, call = words.encode("Weather in Lima?"), words.encode('{"city": "Lima"}')
+    lima = words.encode("Lima")
+    assert any(request[i:i + len(lima)] == lima for i in range(len(request)))
+    assert any(call[i:i + len(lima)] == lima for i in range(len(call)))
+
+
+def test_unknown_pretokenizer_is_named():
+    with pytest.raises(PolicyError, match="pretokenizer"):
+        train_tokenizer(corpus_texts(tiny_tasks(4)), vocab_size=700, seed=0, pretokenizer="bytes")

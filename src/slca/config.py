@@ -189,6 +189,12 @@ class TinyModelParams(Section):
     vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
     max_position_embeddings: int = Field(3072, ge=64, description="Longest sequence the model can see.")
     tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
+    pretokenizer: Literal["qwen2", "words"] = Field(
+        "qwen2",
+        description="qwen2: Qwen2's split (a word carries the space or quote before it); words: words, "
+                    "digits, punctuation runs and spaces are separate pieces, so a value is the same "
+                    "tokens in the request and in the call's JSON.",
+    )
 
 
 class LoraParams(Section):
@@ -213,6 +219,11 @@ class SftParams(Section):
     n_examples: int = Field(1000, ge=1, description="Train tasks sampled for the warm-up.")
     threads: int = Field(
         2, ge=1, description="Torch threads on CPU (capped at the cores present); 1 when runs share the cores."
+    )
+    copy_augment: float = Field(
+        0.0, ge=0, le=1,
+        description="Share of examples whose copied argument values are replaced by random same-shape "
+                    "strings (train/augment.py), so values must be copied, not memorised.",
     )
 
 

@@ -92,7 +92,8 @@ def tokenizer_for_tasks(tasks: Sequence[Mapping[str, Any]], params: Any) -> PreT
     """The tiny policy's tokenizer, trained on a seeded sample of the given train tasks."""
     tiny, seed = params.policy.tiny, params.project.seed
     texts = corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed))
-    return train_tokenizer(texts, tiny.vocab_size, seed, whole_words=tool_names(tasks))
+    return train_tokenizer(texts, tiny.vocab_size, seed, whole_words=tool_names(tasks),
+                           pretokenizer=tiny.pretokenizer)
 
 
 def _strip_special(text: str) -> str:
@@ -102,22 +103,31 @@ def _strip_special(text: str) -> str:
     return text
 
 
+#: words, single digits, punctuation runs and whitespace runs, each its own piece
+WORDS_PRETOKENIZE_REGEX = r"""\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"""
+PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKENIZE_REGEX}
+
+
 def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
-                    whole_words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+                    whole_words: Sequence[str] = (), pretokenizer: str = "qwen2") -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with Qwen2.5 control tokens and chat template.
 
     `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
     tool name from the offered schemas into its call with one tied-embedding lookup.
+    `pretokenizer` "words" keeps a word apart from the space or quote before it, so `ACC` in
+    "balance of ACC-10200" and in `"account_id": "ACC-10200"` is the same token.
     """
+    if pretokenizer not in PRETOKENIZE_REGEXES:
+        raise PolicyError(f"policy.tiny.pretokenizer must be one of {sorted(PRETOKENIZE_REGEXES)}, not {pretokenizer!r}")
     corpus = sorted({_strip_special(text) for text in texts})
     if not corpus:
         raise PolicyError("tokenizer corpus is empty: synthesize the data first (data/train.jsonl)")
     random.Random(seed).shuffle(corpus)
     backend = Tokenizer(models.BPE(byte_fallback=False, fuse_unk=False))
-    # Same normalizer and pre-tokenizer as Qwen2Tokenizer, which transformers picks on reload for a qwen2 config
+    # Qwen2Tokenizer's normalizer; its pre-tokenizer or the words split (restored on reload by load_tokenizer)
     backend.normalizer = normalizers.NFC()
     backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEXES[pretokenizer]), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     backend.decoder = decoders.ByteLevel()
@@ -215,12 +225,30 @@ def _apply_lora(model: Any, lora: Any) -> Any:
     return get_peft_model(model, config)
 
 
+def load_tokenizer(path: Path | str) -> Any:
+    """AutoTokenizer, with the pre-tokenizer that `tokenizer.json` was saved with.
+
+    For a qwen2 config transformers rebuilds Qwen2Tokenizer's own pre-tokenizer on load; the
+    embedded policy's "words" split would silently become Qwen2's and every id would shift. The
+    saved file is the truth: when the two differ, the saved pre-tokenizer is put back.
+    """
+    path = Path(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    saved = path / "tokenizer.json"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if saved.exists() and backend is not None:
+        on_disk = Tokenizer.from_file(str(saved))
+        if json.loads(on_disk.to_str()).get("pre_tokenizer") != json.loads(backend.to_str()).get("pre_tokenizer"):
+            backend.pre_tokenizer = on_disk.pre_tokenizer
+    return tokenizer
+
+
 def _load_pretrained(path: Path, lora: Any) -> tuple[Any, Any]:
     if not path.exists():
         raise PolicyError(f"policy path {path} does not exist (no downloads: give a local model directory)")
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer = load_tokenizer(path)
         if (path / "adapter_config.json").exists():
             from peft import AutoPeftModelForCausalLM
 

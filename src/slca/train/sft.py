@@ -33,6 +33,7 @@ from trl.chat_template_utils import get_training_chat_template
 
 from slca.rollout.chat import gold_conversation
 from slca.tracking import log_json, log_metrics, stage_run
+from slca.train.augment import augment_tasks
 from slca.train.policy import (
     count_parameters,
     load_policy,
@@ -166,7 +167,7 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
     if params.policy.model_path is None:
         tokenizer = tokenizer_for_tasks(tasks, params)
     model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
-    chosen = select_tasks(tasks, params.sft.n_examples, seed)
+    chosen = augment_tasks(select_tasks(tasks, params.sft.n_examples, seed), params.sft.copy_augment, seed)
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
     loss_log = MlflowLossCallback()
     with tempfile.TemporaryDirectory(prefix="slca-sft-") as scratch, cpu_threads(cpu_thread_count(params)):
