@@ -250,3 +250,18 @@ def test_registry_errors_and_extension():
     ]
     with pytest.raises(ValueError, match="r_sum must have shape"):
         compute_advantages("slca", [0.0], [0.0, 1.0], tool, summary, [0])
+
+
+def test_abstainers_join_the_tool_baseline_only_when_asked():
+    # a no-call task: rollout 0 calls (R_tool 0), rollouts 1-3 abstain correctly (no tool segment)
+    tool_mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    summary_mask = torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    r_tool, r_sum, groups = [0.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5], [0, 0, 0, 0]
+    paper = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, groups)
+    assert torch.equal(paper[0, :2], torch.zeros(2))  # a lone tool segment: no baseline, no credit
+    variant = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, groups,
+                                 abstain_in_tool_baseline=True)
+    expected = (0.0 - 0.75) / (0.5 + 1e-6)  # unbiased std of [0, 1, 1, 1] is 0.5
+    assert torch.allclose(variant[0, :2], torch.full((2,), expected))
+    assert torch.equal(variant[1:, :2], torch.zeros(3, 2))  # abstainers have no tool tokens to credit
+    assert torch.equal(variant[:, 2:], paper[:, 2:]) and torch.equal(variant[1:], paper[1:])

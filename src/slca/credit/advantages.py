@@ -8,6 +8,9 @@ indices, so there is no Python loop over rows, groups or tokens.
 - `grpo`:  Â = norm_group(R_tool + R_sum) over all members, broadcast to every learned token.
 - `slca`:  Â_tool = norm over members that have a tool segment, Â_sum over members that have a
            summary segment; A = λ_tool·Â_tool on tool tokens + λ_sum·Â_sum on summary tokens.
+           Opt-in (`abstain_in_tool_baseline`, not the paper's rule): Â_tool is normalised over
+           every member, abstainers included, so on a no-call task a wrong call's tool tokens
+           are pushed below the correct abstainers (the paper's rule gives them exactly 0).
 - `toolpo`: as in ToolPO's code, the tool advantage comes from the correct-call ratio
            (`extra["call_accuracy"]` = Σ C(a_call)/|gold|), not from R_tool:
            tool tokens A_global + λ_tool·norm(call_accuracy); summary tokens A_global.
@@ -60,6 +63,7 @@ class AdvantageInputs:
     scale_std: bool
     weights: tuple[float, float]
     extra: dict[str, Tensor] = field(default_factory=dict)  # baseline reward inputs, [B] float64
+    abstain_in_tool_baseline: bool = False  # slca only: abstainers join the tool group statistics
 
     def needs(self, name: str, estimator: str) -> Tensor:
         """The extra reward input `name`; a one-line error when the caller did not pass it."""
@@ -150,7 +154,9 @@ def grpo(x: AdvantageInputs) -> Tensor:
 def slca(x: AdvantageInputs) -> Tensor:
     """Segment-locked: each segment's tokens get only their own segment's advantage."""
     rewards = torch.stack([x.r_tool, x.r_sum], dim=-1)  # both segments in one pass of index_add_
-    members = torch.stack([rows_with_tokens(x.tool_mask), rows_with_tokens(x.summary_mask)], dim=-1)
+    tool_members = (torch.ones_like(x.r_tool, dtype=torch.bool) if x.abstain_in_tool_baseline
+                    else rows_with_tokens(x.tool_mask))
+    members = torch.stack([tool_members, rows_with_tokens(x.summary_mask)], dim=-1)
     a = group_normalise(rewards, members, x.group_index, x.n_groups, x.scale_std)
     w_tool, w_sum = x.weights
     return segment_tokens(w_tool * a[:, 0], w_sum * a[:, 1], x.tool_mask, x.summary_mask)
@@ -194,6 +200,7 @@ def prepare_inputs(
     penalty: Tensor | list[bool] | None = None,
     penalty_value: float = -0.5,
     extra: dict[str, Tensor | list[float]] | None = None,
+    abstain_in_tool_baseline: bool = False,
 ) -> AdvantageInputs:
     """Validate shapes, make masks bool and group ids dense, and apply the penalty override."""
     if tool_mask.dim() != 2 or tool_mask.shape != summary_mask.shape:
@@ -228,6 +235,7 @@ def prepare_inputs(
         scale_std,
         (float(weights[0]), float(weights[1])),
         extras,
+        abstain_in_tool_baseline,
     )
 
 
@@ -244,6 +252,7 @@ def compute_advantages(
     penalty: Tensor | list[bool] | None = None,
     penalty_value: float = -0.5,
     extra: dict[str, Tensor | list[float]] | None = None,
+    abstain_in_tool_baseline: bool = False,
 ) -> Tensor:
     """[B, T] token advantages under estimator `name` (see the module docstring)."""
     estimator = get_estimator(name)
@@ -258,5 +267,6 @@ def compute_advantages(
         penalty=penalty,
         penalty_value=penalty_value,
         extra=extra,
+        abstain_in_tool_baseline=abstain_in_tool_baseline,
     )
     return estimator(inputs)

@@ -95,7 +95,8 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
                     *, env: Any = None, judge: Any = None) -> dict[str, Any]:
     """Greedy (and, with eval.pass_k > 1, sampled) in-domain evaluation with real executors.
 
-    Returns {"metrics": flat dict (overall, `<metric>.<kind>`, pass@k), "per_kind": {kind: {...}}}.
+    Returns {"metrics": flat dict (overall, `<metric>.<kind>`, pass@k), "per_kind": {kind: {...}},
+    "episodes": one row per greedy episode (task id, kind and its numbers, for paired statistics)}.
     """
     tasks = list(tasks)[: params.eval.n_test]
     env = env if env is not None else eval_env(params)
@@ -114,7 +115,9 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
                                tasks, num_samples=params.eval.pass_k, **rollout)
         metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
     metrics["pass_k"] = float(params.eval.pass_k)
-    return {"metrics": metrics, "per_kind": per_kind}
+    episodes = [{"task_id": episode.task_id, "kind": str(episode.task.get("kind", "unknown")), **row}
+                for episode, row in zip(greedy, rows, strict=True)]
+    return {"metrics": metrics, "per_kind": per_kind, "episodes": episodes}
 
 
 def evaluate_path(model_path: str | Path, params: Any, split_path: str | Path | None = None) -> dict[str, Any]:

@@ -1,0 +1,221 @@
+"""The headline experiment: every estimator from one SFT checkpoint, several seeds, one report.
+
+An experiment file (`experiments/headline.yaml`) names overrides of `params.yaml` and the
+ablations; this driver turns it into one params file per group, runs the pipeline's own stage
+commands (`slca synthesize`, `calibrate`, `sft`, `train`, `evaluate`, each a finished MLflow run)
+and writes `reports/experiment.md`. Independent train→evaluate jobs run side by side in
+`lanes` processes (one torch thread each), which on 2 cores beats one job on two threads.
+A finished job leaves a stamp with the hash of its params; a rerun skips it, so an interrupted
+experiment resumes where it stopped and a changed setting reruns exactly what it affects.
+
+    slca experiment                        # = make experiment
+    slca experiment --report-only          # rebuild the report from finished runs
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slca.config import Params, load_params
+
+
+class ExperimentError(RuntimeError):
+    """A malformed experiment file or a failed job; the message names the file or the job's log."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """One set of runs sharing params: the main comparison or one ablation setting."""
+
+    name: str
+    params: Params
+    params_path: Path
+    label: str = ""
+
+
+@dataclass
+class Job:
+    name: str
+    commands: list[list[str]]
+    params: Params
+    stamp: Path
+    deps: list[str] = field(default_factory=list)
+
+
+def apply_overrides(params: Params, overrides: Mapping[str, Any], source: str) -> Params:
+    raw = params.model_dump(mode="json")
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = str(dotted).split(".")
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                raise ExperimentError(f"{source}: override {dotted!r} names no section {key!r}")
+            node = node[key]
+        if leaf not in node:
+            raise ExperimentError(f"{source}: override {dotted!r} names no key {leaf!r}")
+        node[leaf] = value
+    return Params.model_validate(raw)
+
+
+def params_hash(params: Params) -> str:
+    return hashlib.sha256(json.dumps(params.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ExperimentError(f"{path} not found: give an experiment file (see experiments/headline.yaml)")
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ExperimentError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    unknown = sorted(set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain"})
+    if unknown:
+        raise ExperimentError(f"{path}: unknown keys {unknown}")
+    return spec
+
+
+def build_groups(spec: Mapping[str, Any], base: Params, root: Path, source: str) -> list[Group]:
+    """The main group and one group per ablation, each with its own out dirs and params file."""
+    name = spec.get("name", "experiment")
+    main = apply_overrides(base, spec.get("overrides") or {}, source)
+    groups = []
+    settings = [("main", {}, "main")]
+    for ablation in spec.get("ablations") or []:
+        if not isinstance(ablation, Mapping) or "name" not in ablation:
+            raise ExperimentError(f"{source}: every ablation needs a name and overrides")
+        settings.append((str(ablation["name"]), dict(ablation.get("overrides") or {}), ablation.get("label", "")))
+    for group, overrides, label in settings:
+        params = apply_overrides(main, overrides, f"{source} ({group})")
+        params = apply_overrides(params, {  # one SFT checkpoint for every group: the runs differ only in RL
+            "project.experiment": f"{name}-{group}",
+            "sft.out_dir": str(root / "models" / name / "sft"),
+            "train.out_dir": str(root / "models" / name / group),
+            "eval.out_dir": str(root / "reports" / name / group / "eval"),
+        }, source)
+        groups.append(Group(group, params, root / "reports" / name / group / "params.yaml", label or group))
+    return groups
+
+
+def write_params(group: Group) -> None:
+    group.params_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = group.params_path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(group.params.model_dump(mode="json"), sort_keys=False))
+    tmp.replace(group.params_path)
+
+
+def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job]]:
+    """(sequential upstream jobs, independent run jobs) of the experiment."""
+    main = groups[0]
+    p = ["--params", str(main.params_path)]
+    upstream = [
+        Job("data", [["slca", "synthesize", *p], ["slca", "calibrate", *p], ["slca", "reward-audit", *p]],
+            main.params, stamps / "data.json", ["data", "simulator", "calibration", "audit", "rewards", "project"]),
+        Job("sft", [["slca", "sft", *p]], main.params, stamps / "sft.json", ["data", "policy", "sft", "project"]),
+        Job("evaluate-sft", [["slca", "evaluate", "--estimator", "sft", *p]], main.params,
+            stamps / "evaluate-sft.json", ["data", "policy", "sft", "eval", "rewards", "train.max_completion_length",
+                                           "train.max_tool_turns", "train.temperature"]),
+    ]
+    runs = []
+    for group in groups:
+        gp = ["--params", str(group.params_path)]
+        for estimator in group.params.train.estimators:
+            for seed in group.params.train.seeds:
+                run = f"{estimator}-s{seed}"
+                runs.append(Job(f"{group.name}/{run}", [
+                    ["slca", "train", "--estimator", estimator, "--seed", str(seed), *gp],
+                    ["slca", "evaluate", "--estimator", estimator, "--seed", str(seed), *gp],
+                ], group.params, stamps / group.name / f"{run}.json",
+                    ["data", "policy", "sft", "train", "credit", "rewards", "simulator", "eval", "project"]))
+    return upstream, runs
+
+
+def _lookup(raw: Mapping[str, Any], dotted: str) -> Any:
+    for key in dotted.split("."):
+        raw = raw[key]
+    return raw
+
+
+def job_hash(job: Job) -> str:
+    """Hash of a job's commands and of the params sections (or dotted keys) it depends on."""
+    raw = job.params.model_dump(mode="json")
+    raw["project"] = {k: v for k, v in raw["project"].items() if k != "experiment"}  # the MLflow name only
+    deps = {key: _lookup(raw, key) for key in job.deps}
+    return hashlib.sha256(json.dumps([job.commands, deps], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_done(job: Job) -> bool:
+    return job.stamp.exists() and json.loads(job.stamp.read_text()).get("hash") == job_hash(job)
+
+
+def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
+    """Run a job's commands in order; raises ExperimentError naming its log on failure."""
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{job.name.replace('/', '__')}.log"
+    started = time.perf_counter()
+    job.stamp.unlink(missing_ok=True)
+    with log.open("w") as handle:
+        for command in job.commands:
+            handle.write(f"$ {' '.join(command)}\n")
+            handle.flush()
+            exe = [sys.executable, "-m", "slca.cli", *command[1:]]
+            if subprocess.call(exe, stdout=handle, stderr=subprocess.STDOUT, env=dict(env)) != 0:
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+                raise ExperimentError(f"job {job.name} failed at `{' '.join(command)}`: {tail[0]} (log: {log})")
+    seconds = time.perf_counter() - started
+    job.stamp.parent.mkdir(parents=True, exist_ok=True)
+    job.stamp.write_text(json.dumps({"hash": job_hash(job), "seconds": round(seconds, 1)}))
+    return seconds
+
+
+def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, lanes: int | None = None,
+                   report_only: bool = False, root: Path = Path(".")) -> dict[str, Any]:
+    """Run every job not already done, then write the report; returns the report's numbers."""
+    from rich.progress import Progress
+
+    from slca.eval.experiment_report import write_experiment_report
+
+    spec = read_spec(spec_path)
+    groups = build_groups(spec, load_params(params_path), root, str(spec_path))
+    name = spec.get("name", "experiment")
+    stamps, logs = root / "reports" / name / "stamps", root / "reports" / name / "logs"
+    for group in groups:
+        write_params(group)
+    upstream, runs = jobs_for(groups, stamps)
+    timings: dict[str, float] = {}
+    if not report_only:
+        lanes = int(lanes or spec.get("lanes", 2))
+        alone = {**os.environ, "OMP_NUM_THREADS": str(max(1, os.cpu_count() or 1))}
+        shared = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        todo = [job for job in upstream + runs if not is_done(job)]
+        with Progress() as progress:
+            bar = progress.add_task(f"{name}: {len(todo)} of {len(upstream) + len(runs)} jobs to run", total=len(todo))
+            for job in upstream:
+                if job in todo:
+                    timings[job.name] = run_job(job, logs, alone)
+                    progress.advance(bar)
+            pending = [job for job in runs if job in todo]
+
+            def one(job: Job) -> None:
+                timings[job.name] = run_job(job, logs, shared if lanes > 1 else alone)
+                progress.advance(bar)
+
+            with ThreadPoolExecutor(max(1, lanes)) as pool:
+                futures = [pool.submit(one, job) for job in pending]
+            failures = [str(f.exception()) for f in futures if f.exception() is not None]
+            if failures:
+                raise ExperimentError(f"{len(failures)} job(s) failed; first: {failures[0]}")
+    report_path = root / spec.get("report", f"reports/{name}.md")
+    return write_experiment_report(groups, report_path, threshold_gain=float(spec.get("threshold_gain", 0.05)),
+                                   timings=timings, stamps=stamps)

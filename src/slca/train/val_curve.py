@@ -1,0 +1,64 @@
+"""Learning curves: greedy Success on a fixed validation sample every k optimizer steps.
+
+The same in-domain evaluation as the evaluate stage (real executors, greedy), on the first
+`train.val_tasks` tasks of `<data.out_dir>/val.jsonl`, before the first step and then every
+`train.val_every` steps and at the last step. The numbers go through `trainer.log`, so they land
+in MLflow and `metrics_history.jsonl` beside the training metrics, as `val/<metric>`.
+
+    curve = ValidationCurve(val_tasks, params)
+    trainer.add_callback(curve); curve.attach(trainer)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+CURVE_METRICS = ("success", "name_f1", "arg_match", "process", "r_sum", "no_call_accuracy")
+
+
+class ValidationCurve(TrainerCallback):
+    """Evaluates the live policy on a fixed validation sample at steps 0, k, 2k, ... and the last."""
+
+    def __init__(self, tasks: Sequence[Mapping[str, Any]], params: Any) -> None:
+        self.tasks, self.params = list(tasks), params
+        self.every = int(params.train.val_every)
+        self.trainer: Any = None
+        self.done: set[int] = set()
+
+    def attach(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        from slca.eval.indomain import evaluate_policy
+
+        model, tokenizer = self.trainer.model, self.trainer.processing_class
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                result = evaluate_policy(model, tokenizer, self.tasks, self.params.model_copy(
+                    update={"eval": self.params.eval.model_copy(update={"n_test": len(self.tasks), "pass_k": 1})}))
+        finally:
+            model.train(was_training)
+        metrics = result["metrics"]
+        return {f"val/{name}": float(metrics[name]) for name in CURVE_METRICS if name in metrics}
+
+    def _maybe(self, state: Any, last: bool = False) -> None:
+        step = int(state.global_step)
+        if self.trainer is None or self.every <= 0 or not self.tasks or step in self.done:
+            return
+        if step % self.every and not last:
+            return
+        self.done.add(step)
+        if state.is_world_process_zero:  # generation needs no collective: the other ranks go on
+            self.trainer.log(self.evaluate(step))
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self._maybe(state)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self._maybe(state, last=state.global_step >= state.max_steps)

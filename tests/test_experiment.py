@@ -1,0 +1,132 @@
+"""The headline experiment: spec parsing, job planning and resume, paired bootstrap, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from slca.config import Params
+from slca.eval.experiment_report import (
+    paired_bootstrap,
+    steps_to_threshold,
+    write_experiment_report,
+)
+from slca.experiment import ExperimentError, build_groups, is_done, job_hash, jobs_for, read_spec
+
+KINDS = ("single", "parallel", "no_call")
+
+
+def test_paired_bootstrap_recovers_a_constant_shift_and_brackets_noise():
+    rng = np.random.default_rng(0)
+    base = rng.random((3, 200))
+    mean, low, high = paired_bootstrap(base + 0.1, base)
+    assert mean == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    noisy = base + rng.normal(0.0, 0.3, size=base.shape)
+    mean, low, high = paired_bootstrap(noisy, base)
+    assert low < mean < high and low < 0.0 < high  # pure noise: the interval contains 0
+    mean, low, high = paired_bootstrap(noisy + 0.2, base)
+    assert low > 0.0
+
+
+def test_steps_to_threshold():
+    history = [{"step": 0, "v": 0.1}, {"step": 10, "v": 0.12}, {"step": 20, "v": 0.2}]
+    assert steps_to_threshold(history, "v", 0.15) == 20
+    assert steps_to_threshold(history, "v", 0.5) is None
+
+
+def write_spec(tmp_path: Path, **extra) -> Path:
+    spec = {"name": "exp", "lanes": 2,
+            "overrides": {"train.estimators": ["slca", "grpo"], "train.seeds": [0, 1], "train.val_every": 5},
+            "ablations": [{"name": "noisy", "overrides": {"rewards.summary_noise": 0.3}}], **extra}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_groups_share_one_sft_checkpoint_and_keep_their_runs_apart(tmp_path):
+    spec_path = write_spec(tmp_path)
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    main, noisy = groups
+    assert main.params.sft.out_dir == noisy.params.sft.out_dir
+    assert main.params.train.out_dir != noisy.params.train.out_dir
+    assert main.params.eval.out_dir != noisy.params.eval.out_dir
+    assert noisy.params.rewards.summary_noise == 0.3 and main.params.rewards.summary_noise == 0.0
+    upstream, runs = jobs_for(groups, tmp_path / "stamps")
+    assert [job.name for job in upstream] == ["data", "sft", "evaluate-sft"]
+    assert len(runs) == 2 * 2 * 2
+    assert runs[0].commands[0][:5] == ["slca", "train", "--estimator", "slca", "--seed"]
+
+
+def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
+    spec_path = write_spec(tmp_path)
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    upstream, runs = jobs_for(groups, tmp_path / "stamps")
+    for job in upstream + runs:
+        job.stamp.parent.mkdir(parents=True, exist_ok=True)
+        job.stamp.write_text(json.dumps({"hash": job_hash(job)}))
+    changed = write_spec(tmp_path, overrides={"train.estimators": ["slca", "grpo"], "train.seeds": [0, 1],
+                                              "train.val_every": 5, "train.learning_rate": 1e-3})
+    upstream2, runs2 = jobs_for(build_groups(read_spec(changed), Params(), tmp_path, str(changed)),
+                                tmp_path / "stamps")
+    assert all(is_done(job) for job in upstream2)  # data and SFT do not depend on train.*
+    assert not any(is_done(job) for job in runs2)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("overrides: {train.nope: 1}", "no key 'nope'"),
+    ("overrides: {nosuch.key: 1}", "no section 'nosuch'"),
+    ("bogus: 1", "unknown keys"),
+    ("overrides: [", "not valid YAML"),
+])
+def test_a_malformed_spec_is_named(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ExperimentError, match=message):
+        build_groups(read_spec(path), Params(), tmp_path, str(path))
+
+
+def fake_eval(path: Path, estimator: str, seed: int, success: list[float]) -> None:
+    episodes = [{"task_id": f"t{i}", "kind": KINDS[i % 3], "success": s, "process": s, "name_f1": s,
+                 "arg_match": s, "r_sum": s, "calls": 1.0, "redundant_calls": 0.0,
+                 "needs_call": float(KINDS[i % 3] != "no_call"), "called": float(KINDS[i % 3] != "no_call")}
+                for i, s in enumerate(success)]
+    mean = sum(success) / len(success)
+    report = {"run": f"{estimator}-s{seed}", "indomain": {
+        "metrics": {"success": mean, "process": mean, "name_f1": mean, "arg_match": mean, "r_sum": mean,
+                    "no_call_accuracy": 0.0, "calls": 1.0, "redundant_calls": 0.0},
+        "per_kind": {k: {"success": mean} for k in KINDS}, "episodes": episodes},
+        "bfcl": {"accuracy": {"irrelevance": 0.5}, "aggregate": {"overall_accuracy_non_live": 0.1}},
+        "tau2": {"metrics": {"pass_hat_1": 0.0}}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report))
+
+
+def test_report_holds_every_estimator_the_sft_row_intervals_and_curves(tmp_path, mlflow_store):
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    params = groups[0].params
+    rng = np.random.default_rng(1)
+    for estimator, shift in (("slca", 0.3), ("grpo", 0.0)):
+        for seed in (0, 1):
+            fake_eval(Path(params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
+                      [float(rng.random() < 0.3 + shift) for _ in range(90)])
+            run = Path(params.train.out_dir) / f"{estimator}-s{seed}"
+            run.mkdir(parents=True, exist_ok=True)
+            rows = [{"step": s, "val/success": 0.1 + shift * s / 10, "rewards/r_tool/mean": 0.5,
+                     "credit/misattribution_rate": 0.2} for s in (0, 5, 10)]
+            (run / "metrics_history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
+    fake_eval(Path(params.eval.out_dir) / "sft.json", "sft", 0, [0.0] * 90)
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert "| SFT (start) | 1 |" in text and "| slca | 2 |" in text and "| grpo | 2 |" in text
+    assert numbers["paired"]["grpo.success"]["low"] > 0  # a 0.3 shift over 180 pairs is resolved
+    assert "vs grpo: Success +" in text and "SLCA is better" in text
+    assert numbers["curves"]["slca"]["steps_to_threshold"] == 5
+    assert numbers["curves"]["grpo"]["steps_to_threshold"] is None
+    assert (tmp_path / "reports" / "exp" / "summary.png").stat().st_size > 0
+    assert (tmp_path / "reports" / "exp" / "curves.png").stat().st_size > 0
+    assert "| slca-s0 | `` | missing |" in text  # no run dir marker: said so, not invented
