@@ -1,16 +1,16 @@
 """SLCA-GRPO dashboard: where the credit went.
 
-Four tabs read the MLflow tracking store (sidebar URI, default `MLFLOW_TRACKING_URI` or
-./mlflow.db) and the files the pipeline writes under the project folder:
-credit attribution (token-level advantages, estimator vs GRPO), training curves, evaluation
-comparison and simulator fidelity.
+Four tabs read the MLflow tracking store and the files the pipeline writes under the project
+folder: credit attribution (token-level advantages, estimator vs GRPO), training curves, evaluation
+comparison and simulator fidelity. Store and folder are fixed at launch (`MLFLOW_TRACKING_URI`,
+default ./mlflow.db; `SLCA_PROJECT_DIR`, default .): the page has no field to point it elsewhere,
+so a visitor cannot make the server fetch URLs or open files of their choosing.
 
-    streamlit run dashboards/app.py
+    slca dashboard --tracking-uri sqlite:///mlflow.db --project-dir .    # binds 127.0.0.1:8501
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -28,12 +28,12 @@ TITLE = "SLCA-GRPO: where the credit went"
 
 st.set_page_config(page_title=TITLE, layout="wide")
 st.title(TITLE)
-uri = data.tracking_uri(st.sidebar.text_input("MLflow tracking URI", value=data.tracking_uri(), key="uri"))
-root = st.sidebar.text_input("Project folder", value=os.environ.get("SLCA_PROJECT_DIR", "."), key="project_dir")
+uri = data.tracking_uri()
+paths = data.project_paths(data.project_dir())
 if st.sidebar.button("Refresh", key="refresh"):
     st.cache_data.clear()
-paths = data.project_paths(root)
 st.sidebar.caption(f"tracking: {uri}")
+st.sidebar.caption(f"project: {paths.root}")
 
 credit_tab, curves_tab, eval_tab, fidelity_tab = st.tabs(
     ["Credit attribution", "Training curves", "Evaluation comparison", "Simulator fidelity"])

@@ -130,3 +130,11 @@ def test_app_with_an_empty_store(project, monkeypatch, tmp_path):
     assert infos[3] == f"no simulator calibration yet (no {tmp_path / 'reports' / 'calibration.json'} and " \
                        f"no calibrate run in {empty}): run `slca calibrate` or `make run` first"
     assert not app.dataframe and not app.get("vega_lite_chart")
+
+
+def test_store_and_folder_are_fixed_at_launch_not_editable_in_the_page(project, monkeypatch):
+    uri, folder, _ = project
+    app = run_app(monkeypatch, uri, folder)
+    assert not app.text_input and not app.sidebar.text_input  # no field to point the server elsewhere
+    assert [c.value for c in app.sidebar.caption] == [f"tracking: {uri}", f"project: {folder}"]
+    assert app.selectbox(key="credit_run").value.estimator == "slca"  # read from the launch-time store

@@ -24,7 +24,7 @@ INFRA = REPO_ROOT / "infra"
 COMPOSE_FILE = INFRA / "docker-compose.yml"
 ENV_EXAMPLE = INFRA / ".env.example"
 LONG_RUNNING = ("postgres", "minio", "mlflow", "prefect-server", "prefect-worker")
-ONE_SHOT = ("minio-init", "trainer", "trainer-gpu")
+ONE_SHOT = ("check-secrets", "minio-init", "trainer", "trainer-gpu")
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
 DS_FIELDS_ACCELERATE_REFUSES = {"gradient_accumulation_steps", "gradient_clipping", "zero_stage",
                                 "offload_optimizer_device", "offload_param_device", "mixed_precision",
@@ -154,6 +154,51 @@ def test_env_example_defines_every_variable_with_placeholder_secrets() -> None:
     assert ".env" in (INFRA / ".gitignore").read_text(encoding="utf-8").split()
 
 
+HOST_PART = re.compile(r"(\$\{[^}]*\}|[^:]*):")  # "${BIND_ADDRESS:-127.0.0.1}:5000:5000" -> the ${...}
+
+
+def test_every_published_port_binds_loopback_by_default() -> None:
+    published = [(name, port) for name, service in services().items() for port in service.get("ports", [])]
+    assert published
+    for name, port in published:
+        host_ip = port.get("host_ip", "") if isinstance(port, dict) else HOST_PART.match(str(port)).group(1)
+        assert default_of(host_ip) == "127.0.0.1", f"{name}: {port}"
+    assert env_example()["BIND_ADDRESS"] == "127.0.0.1"
+
+
+def check_secrets(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """infra/check-secrets.sh run for real, with the arguments compose gives it."""
+    service = services()["check-secrets"]
+    script = INFRA / service["volumes"][0].split(":")[0]
+    return subprocess.run(["sh", str(script), *service["command"]], check=False, env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_check_secrets_guards_every_required_secret_before_anything_starts() -> None:
+    found = services()
+    required = {m.group(1) for m in VARIABLE.finditer(COMPOSE_FILE.read_text(encoding="utf-8")) if m.group(2) == "?"}
+    job = found["check-secrets"]
+    assert set(job["command"]) == required == set(job["environment"])
+    assert job["entrypoint"] == ["/bin/sh", "/check-secrets.sh"]
+    assert job["volumes"] == ["./check-secrets.sh:/check-secrets.sh:ro"]
+    for name in ("postgres", "minio"):  # every other service waits on one of these
+        assert found[name]["depends_on"]["check-secrets"]["condition"] == "service_completed_successfully", name
+
+
+def test_check_secrets_refuses_the_placeholders_with_one_line_naming_them() -> None:
+    example = env_example()
+    result = check_secrets(example)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [("error: POSTGRES_PASSWORD, MINIO_ROOT_PASSWORD in infra/.env: empty or "
+                                           "still the change-me placeholder of .env.example; set a real secret")]
+    one_left = check_secrets({**example, "POSTGRES_PASSWORD": "s3cret-pg"})
+    assert one_left.returncode == 1 and one_left.stderr.startswith("error: MINIO_ROOT_PASSWORD in infra/.env:")
+    empty = check_secrets({"POSTGRES_PASSWORD": "", "MINIO_ROOT_PASSWORD": "s3cret-minio"})
+    assert empty.returncode == 1 and empty.stderr.startswith("error: POSTGRES_PASSWORD in infra/.env:")
+    real = check_secrets({"POSTGRES_PASSWORD": "s3cret-pg", "MINIO_ROOT_PASSWORD": "s3cret-minio"})
+    assert (real.returncode, real.stdout, real.stderr) == (0, "", "")
+
+
 def test_docker_compose_accepts_the_file() -> None:
     docker = shutil.which("docker")
     probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True) if docker else None
@@ -166,10 +211,15 @@ def test_docker_compose_accepts_the_file() -> None:
 
 # ---- Dockerfiles -------------------------------------------------------------------------------
 
+def instructions(dockerfile: Path) -> list[str]:
+    """Every instruction, continuation lines joined, comments dropped."""
+    text = dockerfile.read_text(encoding="utf-8").replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 def run_lines(dockerfile: Path) -> list[str]:
     """RUN instructions with their continuation lines joined."""
-    text = dockerfile.read_text(encoding="utf-8").replace("\\\n", " ")
-    return [line.strip() for line in text.splitlines() if line.strip().startswith("RUN ")]
+    return [step for step in instructions(dockerfile) if step.startswith("RUN ")]
 
 
 def test_cpu_dockerfile_installs_cpu_torch_before_the_package() -> None:
@@ -193,6 +243,28 @@ def test_gpu_dockerfile_builds_on_cuda_with_the_gpu_extra() -> None:
     assert any("-e '.[gpu,dev,tau2]'" in line for line in runs)
     assert any("deepspeed>=0.19,<0.20" in line for line in runs)
     assert not any("whl/cpu" in line for line in runs)
+
+
+DOCKERFILES = sorted(p for p in INFRA.glob("Dockerfile*") if not p.name.endswith(".dockerignore"))
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_images_run_as_an_unprivileged_user_who_owns_what_it_writes(dockerfile: Path) -> None:
+    steps = instructions(dockerfile)
+    users = [i for i, step in enumerate(steps) if step.startswith("USER ")]
+    assert users, f"{dockerfile.name} runs as root"
+    user = steps[users[-1]].split()[1]
+    assert user.split(":")[0] not in ("root", "0")
+    after = steps[users[-1]:]
+    assert all(f"--chown={user}:{user}" in step for step in after if step.startswith(("COPY ", "ADD ")))
+    # a new named volume takes the owner of the folder it mounts on, so the image must create them
+    workdir = next(step.split()[1] for step in reversed(steps) if step.startswith("WORKDIR "))
+    mounts = {volume.split(":")[1] for service in services().values()
+              if service.get("build", {}).get("dockerfile") == f"infra/{dockerfile.name}"
+              for volume in service.get("volumes", [])}
+    created = {word for step in after if step.startswith("RUN ") for command in step[4:].split("&&")
+               if command.split()[:2] == ["mkdir", "-p"] for word in command.split()[2:]}
+    assert mounts and {str(Path(m).relative_to(workdir)) for m in mounts} <= created
 
 
 @pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.gpu"])
@@ -249,6 +321,30 @@ def readme_launch_commands() -> list[list[str]]:
             argv = shlex.split(line.split("accelerate launch", 1)[1])
             commands.append(argv)
     return commands
+
+
+def test_readme_vllm_server_binds_loopback() -> None:
+    from trl.scripts.vllm_serve import build_command, make_parser
+
+    text = (INFRA / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    lines = [line for line in text.splitlines() if "trl vllm-serve" in line and "--model" in line]
+    assert len(lines) == 1
+    argv = shlex.split(lines[0].split("trl vllm-serve", 1)[1].split("&")[0])
+    script_args, extra = make_parser().parse_args_and_config(args=argv, return_remaining_strings=True)
+    assert (script_args.host, script_args.port, extra) == ("127.0.0.1", 8001, [])
+    command = build_command(script_args)
+    assert command[command.index("--host") + 1] == "127.0.0.1"  # what TRL hands to vLLM
+
+
+def test_readme_names_every_unauthenticated_service_and_the_proxy() -> None:
+    text = (INFRA / "README.md").read_text(encoding="utf-8")
+    section = text.split("## 6. What has no authentication", 1)[1]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")][1:]
+    assert rows == ["vLLM server (`trl vllm-serve`)", "MLflow server", "Prefect server (API and UI)",
+                    "Streamlit dashboard (`slca dashboard`)"]
+    for port in ("5000", "4200", "8501"):
+        assert f"reverse_proxy 127.0.0.1:{port}" in section
+    assert "BIND_ADDRESS=0.0.0.0` lets anyone on the network" in text
 
 
 def test_readme_launch_commands_pass_accelerate_and_reach_train_stage_main(monkeypatch) -> None:

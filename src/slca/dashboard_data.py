@@ -4,7 +4,8 @@ Reads the MLflow tracking store (runs tagged `slca.stage` = train / evaluate / c
 histories, `samples/step_NNNNNN.json` artifacts) and the files the stages leave on disk
 (`models/<run>/samples/`, `reports/eval/*.json`, `reports/comparison.md`, `reports/calibration.*`),
 and turns them into what the pages show: token spans coloured by advantage, per-segment credit
-summaries, mean ± std tables over seeds and the calibration table.
+summaries, mean ± std tables over seeds and the calibration table. The store and the folder are
+fixed when `slca dashboard` starts the app (`launch_command`, `launch_env`); visitors cannot change them.
 
     runs = list_runs("sqlite:///mlflow.db", "train")
     sample = load_sample(uri, runs[0].run_id, sample_steps(uri, runs[0].run_id)[-1])
@@ -18,6 +19,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +30,10 @@ import pandas as pd
 import yaml
 
 DEFAULT_URI = "sqlite:///mlflow.db"
+PROJECT_DIR_ENV = "SLCA_PROJECT_DIR"
+APP_PATH = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+LOOPBACK = "127.0.0.1"
+DEFAULT_PORT = 8501
 SAMPLES_DIR = "samples"
 NEGATIVE_RGB = (202, 0, 32)  # diverging map: red for negative credit, blue for positive
 POSITIVE_RGB = (5, 113, 176)
@@ -77,8 +83,29 @@ class ProjectPaths:
 
 
 def tracking_uri(text: str | None = None) -> str:
-    """The URI typed in the sidebar, else `MLFLOW_TRACKING_URI`, else ./mlflow.db."""
+    """`text` when given, else `MLFLOW_TRACKING_URI`, else ./mlflow.db."""
     return (text or "").strip() or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def project_dir() -> Path:
+    """The project folder the dashboard was launched on: `SLCA_PROJECT_DIR`, else the working directory."""
+    return Path(os.environ.get(PROJECT_DIR_ENV) or ".")
+
+
+def launch_command(host: str = LOOPBACK, port: int = DEFAULT_PORT, app: Path = APP_PATH) -> list[str]:
+    """`streamlit run` of the dashboard bound to host:port, headless (no first-run prompt), no usage stats."""
+    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", host,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+
+
+def launch_env(uri: str | None, folder: str | Path, base: Mapping[str, str]) -> dict[str, str]:
+    """`base` plus the fixed store and folder the app reads; the store defaults to <folder>/mlflow.db."""
+    folder = Path(folder).resolve()
+    env = dict(base)
+    env[PROJECT_DIR_ENV] = str(folder)
+    chosen = (uri or "").strip() or base.get("MLFLOW_TRACKING_URI")
+    env["MLFLOW_TRACKING_URI"] = chosen or f"sqlite:///{folder / 'mlflow.db'}"
+    return env
 
 
 def project_paths(root: str | Path = ".") -> ProjectPaths:
