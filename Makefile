@@ -11,13 +11,14 @@ export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
-.PHONY: install run test bench dashboard clean help
+.PHONY: install run test bench dashboard experiment clean help
 
 help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
 	@echo "make test   install, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
-	@echo "make dashboard  serve the Streamlit credit-attribution dashboard"
+	@echo "make experiment  the headline multi-seed experiment -> reports/experiment.md (~90 min on 2 cores)"
+	@echo "make dashboard  serve the Streamlit credit-attribution dashboard on 127.0.0.1:8501"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,11 +39,15 @@ run: install
 test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
+experiment: install
+	$(VENV)/bin/slca experiment --spec experiments/headline.yaml
+
 bench: install
 	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
+# Loopback only; `slca dashboard --help` for the store, folder, host and port.
 dashboard: install
-	$(VENV)/bin/streamlit run dashboards/app.py
+	$(VENV)/bin/slca dashboard
 
 clean:
 	rm -rf data models reports mlflow.db mlartifacts .dvc/tmp

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import torch
-from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks
+from grpo_fixtures import (
+    ScriptedTurns,
+    make_policy,
+    small_params,
+    small_raw,
+    synthetic_tasks,
+)
 
+from slca.config import Params
 from slca.credit import compute_advantages, segment_masks
 from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
 from slca.train.policy import load_policy
@@ -27,8 +35,8 @@ def trainer(setup):
     return make_trainer(root, tasks, "slca", beta=0.05)
 
 
-def make_trainer(root, tasks, estimator: str, **train) -> SLCAGRPOTrainer:
-    params = small_params(root, **train)
+def make_trainer(root, tasks, estimator: str, params: Params | None = None, **train) -> SLCAGRPOTrainer:
+    params = params or small_params(root, **train)
     model, tokenizer = load_policy(params.sft.out_dir, params)
     args = grpo_config(params, estimator, 0, str(root / f"out-{estimator}"), save=False)
     trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
@@ -180,3 +188,30 @@ def test_training_and_evaluation_paths_score_the_same_turns_identically(setup):
     assert payload["slca_scores"] == [e.scores for e in episodes]
     assert all(e.scores["r_tool"] == 1.0 for e in episodes)  # gold turns under grounded simulation
     assert any(0 in mask for mask in payload["env_mask"])
+
+
+def test_judge_failure_rate_is_logged_every_step(setup, trainer):
+    _, tasks = setup
+    trainer.estimator = "slca"
+    before = len(trainer._metrics["train"]["judge/failure_rate"])
+    generation_batch(trainer, tasks)
+    assert trainer._metrics["train"]["judge/failure_rate"][before:] == [0.0]  # the rule judge never fails
+    assert "simulator/fallback_rate" not in trainer._metrics["train"]  # the schema backend has no fallback
+
+
+def test_run_stops_when_the_llm_simulator_keeps_falling_back(setup):
+    from slca.simulator.endpoint import FailureBudgetExceeded
+
+    root, tasks = setup
+    with socket.socket() as probe:  # a port nothing listens on: every simulator request falls back
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    raw = small_raw(root)
+    raw["simulator"] = {"backend": "llm", "grounded": False, "calibrated_knobs": None,
+                        "cache_path": str(root / "sim_cache.sqlite"),
+                        "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "timeout_s": 1.0, "retries": 0},
+                        "llm_fallback_budget": {"window": 2, "max_rate": 0.5}}
+    trainer = make_trainer(root, tasks, "slca", params=Params.model_validate(raw))
+    with pytest.raises(FailureBudgetExceeded, match=r"of the last 2 calls \(100% > simulator\.llm_fallback_budget"):
+        generation_batch(trainer, tasks)
+    assert trainer._metrics["train"]["simulator/fallback_rate"] == [1.0]

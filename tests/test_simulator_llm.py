@@ -2,21 +2,26 @@
 
 The server is a scripted stand-in for a vLLM endpoint: it reads the incoming request out of the
 prompt and answers with the real executor's output as `<tool_response>` (or, in other modes, messy
-but repairable text, garbage, a non-conforming object, a slow reply, or HTTP 500).
+but repairable text, garbage, a non-conforming object, a slow reply, or HTTP 500). A second,
+trickling server (`trickle_server`) checks the total deadline per request; local callables check
+the fallback budget and the cache (keys, re-validation of hits, concurrent writers).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from trickle_server import trickling_server
 
 from slca.config import EndpointParams, SimulatorParams
 from slca.simulator import SimulatorSession
 from slca.simulator.cache import ResponseCache
+from slca.simulator.endpoint import ChatClient, EndpointError
 from slca.simulator.llm import LLMBackend, parse_tool_response
 from slca.simulator.specs import toolset
 from slca.simulator.state import EpisodeState
@@ -197,3 +202,144 @@ def test_local_callable_backend_and_write_context():
 ])
 def test_parse_tool_response(text, expected):
     assert parse_tool_response(text) == expected
+
+
+# ---------------------------------------------------------------- deadline, fallback budget, cache keys
+
+
+def test_trickling_server_is_cut_off_at_the_total_deadline():
+    """One byte every 0.2 s never trips a per-read timeout of 1 s; the request deadline does."""
+    with trickling_server("<tool_response>{}</tool_response>") as url:
+        client = ChatClient(EndpointParams(base_url=url, timeout_s=1.0, retries=0))
+        start = time.monotonic()
+        with pytest.raises(EndpointError, match="timed out after 1s"):
+            client([{"role": "user", "content": "hi"}])
+        assert time.monotonic() - start < 1.8
+
+
+def _weather_reply(messages: list[dict]) -> str:
+    return reply_text("good", {"messages": messages})
+
+
+def _fallback_backend(replies: list[bool], window: int, max_rate: float) -> LLMBackend:
+    """A local-callable backend whose k-th request gets a good reply when replies[k] is True, else garbage."""
+    from slca.config import FailureBudget
+
+    answers = iter(replies)
+
+    def generate(messages: list[dict]) -> str:
+        return _weather_reply(messages) if next(answers) else "no json here"
+
+    params = SimulatorParams(backend="llm", calibrated_knobs=None,
+                             llm_fallback_budget=FailureBudget(window=window, max_rate=max_rate))
+    return LLMBackend(params, generate=generate, cache=ResponseCache(":memory:"))
+
+
+def test_fallback_rate_is_counted_per_step_and_over_the_window():
+    from slca.simulator.endpoint import FailureBudgetExceeded
+
+    backend = _fallback_backend([True, True, True, False, False], window=4, max_rate=0.25)
+    session = SimulatorSession(WEATHER, backend, knobs={})
+    for city in ["Lima", "Quito", "Paris", "Oslo"]:
+        session.call({"name": "get_current_weather", "arguments": {"city": city}})
+    session.call({"name": "get_current_weather", "arguments": {"city": "Lima"}})  # a cache hit is no request
+    assert backend.fallbacks.step_rate() == 0.25 and backend.fallbacks.step_rate() == 0.0
+    backend.fallbacks.check()  # 1 of the last 4 requests: at the budget, not over it
+    assert session.call({"name": "get_current_weather", "arguments": {"city": "Delhi"}}).source == "fallback"
+    with pytest.raises(FailureBudgetExceeded) as error:
+        backend.fallbacks.check()
+    message = str(error.value)
+    assert "2 of the last 4" in message and "simulator.llm_fallback_budget.max_rate" in message
+    assert "\n" not in message
+
+
+def test_fallback_budget_waits_for_a_full_window():
+    backend = _fallback_backend([False, False], window=3, max_rate=0.0)
+    session = SimulatorSession(WEATHER, backend, knobs={})
+    for city in ["Lima", "Quito"]:
+        assert session.call({"name": "get_current_weather", "arguments": {"city": city}}).source == "fallback"
+    backend.fallbacks.check()  # 2 calls of a 3-call window: too few to judge
+    assert backend.fallbacks.step_rate() == 1.0
+
+
+def _requests_for(params: SimulatorParams, server, tools=WEATHER) -> int:
+    before = len(server.requests)
+    result = SimulatorSession(tools, LLMBackend(params), knobs={}).call(LIMA)
+    assert result.ok
+    return len(server.requests) - before
+
+
+def test_cache_misses_when_endpoint_model_prompt_or_schema_change(server, tmp_path, monkeypatch):
+    from slca.simulator import llm
+
+    params = sim_params(server, tmp_path)
+    assert _requests_for(params, server) == 1
+    assert _requests_for(params, server) == 0  # same everything: a hit
+    same_server = params.llm.model_copy(update={"base_url": f"http://localhost:{server.server_port}/v1"})
+    assert _requests_for(params.model_copy(update={"llm": same_server}), server) == 1
+    other_model = params.llm.model_copy(update={"model": "sim-model-2"})
+    assert _requests_for(params.model_copy(update={"llm": other_model}), server) == 1
+    changed = json.loads(json.dumps(TOOLS["get_current_weather"]))
+    changed["response"]["properties"]["city"]["description"] = "City the reading is for."
+    assert _requests_for(params, server, [changed, TOOLS["get_forecast"]]) == 1
+    monkeypatch.setattr(llm, "PROMPT_VERSION", "api-server-next")
+    assert _requests_for(params, server) == 1
+
+
+class PoisonedCache(ResponseCache):
+    """A cache whose every entry is a response the schema no longer accepts."""
+
+    def get(self, key: str) -> dict | None:
+        return {"temp": "hot"}
+
+
+def test_invalid_cached_entry_is_not_served():
+    def generate(messages: list[dict]) -> str:
+        return _weather_reply(messages)
+
+    backend = LLMBackend(generate=generate, cache=PoisonedCache(":memory:"))
+    result = SimulatorSession(WEATHER, backend, knobs={}).call(LIMA)
+    assert result.source == "llm" and result.content["city"] == "Lima"
+    assert backend.stats["invalid_cache"] == 1
+
+
+def test_unreadable_cache_row_is_a_miss(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    ResponseCache(path).close()
+    with sqlite3.connect(path) as db:
+        db.executemany("INSERT INTO responses VALUES (?, ?, ?, ?)",
+                       [("broken", "t", "{not json", 0.0), ("list", "t", "[1, 2]", 0.0)])
+    cache = ResponseCache(path)
+    assert cache.get("broken") is None and cache.get("list") is None and cache.misses == 2
+
+
+class SlowDict(dict):
+    """A memo whose eviction pauses, so that unlocked concurrent evictions collide."""
+
+    def pop(self, *args):
+        time.sleep(0.001)
+        return super().pop(*args)
+
+
+def test_concurrent_writers_share_the_cache(monkeypatch):
+    import slca.simulator.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "MEMO_SIZE", 4)
+    cache = ResponseCache(":memory:")
+    cache._memo = SlowDict()
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            for i in range(40):
+                cache.put(f"{worker}-{i}", "tool", {"worker": worker, "i": i})
+                assert cache.get(f"{worker}-{i}") == {"worker": worker, "i": i}
+        except BaseException as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(cache) == 320 and len(cache._memo) <= 4

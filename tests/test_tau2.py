@@ -233,3 +233,45 @@ def test_conversation_mode_requires_an_endpoint_and_known_domain():
         evaluate_tau2(DoNothingAgent(), domain="nope", solo=True)
     with pytest.raises(ValueError, match="no solo-mode task"):
         evaluate_tau2(DoNothingAgent(), task_ids=["create_task_1_nl_eval"])
+
+
+def test_user_simulator_gets_timeout_retries_and_concurrency(monkeypatch):
+    """eval.tau2.user_simulator's timeout_s, retries and max_concurrency reach the user simulator."""
+    import threading
+    import time
+
+    from tau2.user import user_simulator
+
+    from slca.eval import tau2_bench
+
+    calls, lock, state = [], threading.Lock(), {"inflight": 0, "most": 0}
+
+    def scripted_user(**kw):
+        with lock:
+            calls.append(kw)
+            state["inflight"] += 1
+            state["most"] = max(state["most"], state["inflight"])
+        time.sleep(0.05)  # a network round trip: conversations overlap here
+        with lock:
+            state["inflight"] -= 1
+        spoke = any(m.role == "assistant" for m in kw["messages"])  # the user's own turns, roles flipped
+        text = "Thanks! ###STOP###" if spoke else "Please create a task called 'Important Meeting' for user_1."
+        return AssistantMessage(role="assistant", content=text, cost=0.0)
+
+    monkeypatch.setattr(user_simulator, "generate", scripted_user)
+    monkeypatch.setattr(tau2_bench, "check_endpoint", lambda url: None)
+    ids = ["create_task_1", "update_task_1", "create_task_1_with_env_assertions"]
+
+    def run(concurrency: int) -> dict:
+        return evaluate_tau2(GoldActionAgent(), domain="mock", solo=False, task_ids=ids, num_trials=2,
+                             user_base_url="http://127.0.0.1:1/v1", user_model="sim", user_timeout_s=7.5,
+                             user_retries=3, user_max_concurrency=concurrency)
+
+    parallel = run(3)
+    assert calls and all(kw["timeout"] == 7.5 and kw["num_retries"] == 3 for kw in calls)
+    assert all(kw["api_base"] == "http://127.0.0.1:1/v1" for kw in calls)
+    assert 1 < state["most"] <= 3
+    state["most"] = 0
+    sequential = run(1)
+    assert state["most"] == 1
+    assert parallel["tasks"] == sequential["tasks"] and parallel["tasks"]["create_task_1"]["rewards"] == [1.0, 1.0]

@@ -8,6 +8,7 @@
     slca compare                    # reports/comparison.md
     slca bfcl score --category simple_python --results R.jsonl --out V.jsonl
     slca pipeline                   # parent MLflow run + `dvc repro`
+    slca dashboard                  # Streamlit dashboard on 127.0.0.1:8501
 
 Every stage reads `params.yaml` (or `--params`). Errors a user can cause end in one line on
 stderr and exit code 2; nothing half-written is left behind.
@@ -16,6 +17,7 @@ stderr and exit code 2; nothing half-written is left behind.
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -46,6 +48,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("slca.eval.bfcl.cli", "ResultsFileError"),
         ("slca.eval.stage", "EvaluationError"),
         ("slca.eval.compare", "CompareError"),
+        ("slca.experiment", "ExperimentError"),
+        ("slca.eval.experiment_report", "ExperimentReportError"),
         ("slca.train.policy", "PolicyError"),
         ("slca.data.synthesis", "SynthesisError"),
         ("slca.eval.tau2_bench", "Tau2EndpointError"),
@@ -147,6 +151,25 @@ def compare(params: ParamsOption = Path("params.yaml")) -> None:
 
 
 @app.command()
+def experiment(
+    spec: Annotated[Path, typer.Option("--spec", help="Experiment file: overrides and ablations.")] = Path(
+        "experiments/headline.yaml"),
+    params: ParamsOption = Path("params.yaml"),
+    lanes: Annotated[int | None, typer.Option(help="Jobs run side by side (default: the file's `lanes`).")] = None,
+    report_only: Annotated[bool, typer.Option(help="Only rebuild the report from finished runs.")] = False,
+) -> None:
+    """The headline experiment: every estimator × seed from one SFT checkpoint, then reports/experiment.md."""
+    from slca.experiment import run_experiment
+
+    def _run() -> None:
+        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only)
+        for line in (numbers.get("verdict_lines") or []):
+            typer.echo(line)
+
+    _run_stage(_run, None)
+
+
+@app.command()
 def pipeline(
     params: ParamsOption = Path("params.yaml"),
     force: Annotated[bool, typer.Option(help="Re-run every stage (dvc repro --force).")] = False,
@@ -162,6 +185,25 @@ def pipeline(
                 raise UserError(f"dvc repro failed with exit code {code}; see the stage output above")
 
     _run_stage(_repro, params)
+
+
+@app.command()
+def dashboard(
+    tracking_uri: Annotated[str | None, typer.Option(
+        help="MLflow store to show (default: MLFLOW_TRACKING_URI, else <project-dir>/mlflow.db).")] = None,
+    project_dir: Annotated[Path, typer.Option(
+        exists=True, file_okay=False, help="Folder with params.yaml, models/ and reports/.")] = Path("."),
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    host: Annotated[str, typer.Option(
+        help="Interface to bind; the dashboard has no authentication, so keep loopback or add a proxy.")] = "127.0.0.1",
+) -> None:
+    """Serve the Streamlit dashboard; the store and folder are fixed here, not editable in the page."""
+    from slca.dashboard_data import launch_command, launch_env
+
+    command = launch_command(host, port)
+    env = launch_env(tracking_uri, project_dir, os.environ)
+    typer.echo(f"dashboard: http://{host}:{port} (tracking {env['MLFLOW_TRACKING_URI']})")
+    os.execve(command[0], command, env)  # streamlit takes over the process, Ctrl-C included
 
 
 def _mount_subapps() -> None:

@@ -110,6 +110,13 @@ class EndpointParams(Section):
     max_concurrency: int = Field(4, ge=1, description="Concurrent requests at most.")
 
 
+class FailureBudget(Section):
+    max_rate: float = Field(
+        0.05, ge=0, le=1, description="Training stops when more than this share of the last `window` calls failed."
+    )
+    window: int = Field(50, ge=1, description="Calls the failure rate is measured over (checked once this many ran).")
+
+
 class RewardParams(Section):
     tool_weights: ToolRewardWeights = Field(default_factory=ToolRewardWeights, description="R_tool component weights.")
     no_call_penalty: float = Field(-0.5, description="Total reward when gold needs a call and none was made.")
@@ -120,7 +127,15 @@ class RewardParams(Section):
     rule: RuleJudgeParams = Field(default_factory=RuleJudgeParams, description="Rule-based judge knobs.")
     embedding: EmbeddingJudgeParams = Field(default_factory=EmbeddingJudgeParams, description="Embedding judge knobs.")
     llm_judge: LlmJudgeParams = Field(default_factory=LlmJudgeParams, description="LLM judge endpoint.")
+    judge_failure_budget: FailureBudget = Field(
+        default_factory=FailureBudget, description="Judge failures (each scores the summary 0) a training run tolerates."
+    )
     min_summary_chars: int = Field(10, ge=0, description="Summaries shorter than this score 0.")
+    summary_noise: float = Field(
+        0.0, ge=0,
+        description="Training only: std of Gaussian noise added to each judge grade (clipped to [0, 1]), "
+                    "seeded by the run's seed; models a noisy preference judge. Evaluation is never noisy.",
+    )
 
 
 class RltrParams(Section):
@@ -139,6 +154,11 @@ class CreditParams(Section):
     truncated_tool_call_as_tool: bool = Field(
         True, description="Label a rollout cut right after a tool call as tool, not summary."
     )
+    abstain_in_tool_baseline: bool = Field(
+        False,
+        description="slca only, opt-in (not the paper's rule): normalise the tool advantage over every "
+                    "rollout of the group, abstainers included, so a wrong call on a no-call task is pushed down.",
+    )
 
 
 class SimulatorParams(Section):
@@ -149,6 +169,11 @@ class SimulatorParams(Section):
     llm: EndpointParams = Field(default_factory=EndpointParams, description="Endpoint of the llm backend.")
     cache_path: str = Field("data/sim_cache.sqlite", description="Persistent cache of llm-backend responses.")
     llm_max_tokens: int = Field(512, ge=16, description="Token cap of one llm-backend response.")
+    llm_fallback_budget: FailureBudget = Field(
+        default_factory=FailureBudget,
+        description="llm-backend requests answered by schema synthesis instead (endpoint error, bad reply) "
+                    "a training run tolerates.",
+    )
     calibrated_knobs: str | None = Field(
         "reports/calibration.json",
         description="Calibration report whose chosen knobs override the ones below when it exists; null = never.",
@@ -256,6 +281,10 @@ class TrainParams(Section):
     gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (GPU only).")
     sample_rollouts: int = Field(8, ge=1, description="Rollouts stored in each advantage sample artifact.")
     keep_checkpoints: bool = Field(False, description="Keep the periodic checkpoints once a run has finished.")
+    val_every: int = Field(
+        0, ge=0, description="Learning curve: greedy evaluation on a fixed validation sample every k steps (0 = off)."
+    )
+    val_tasks: int = Field(16, ge=1, description="Validation tasks of the learning curve (the first of val.jsonl).")
 
 
 class Tau2Params(Section):

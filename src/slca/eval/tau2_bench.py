@@ -9,7 +9,10 @@ Modes:
   agent only calls tools and ends with tau2's `done` tool. Runs offline on CPU.
 - conversation (`airline`, `retail`): a tau2 `UserSimulator` plays the customer through an
   OpenAI-compatible endpoint (`user_base_url`, `user_model`); the endpoint is checked first
-  and an unreachable one fails with a one-line `Tau2EndpointError`.
+  and an unreachable one fails with a one-line `Tau2EndpointError`. Each user-simulator request
+  has `user_timeout_s` and `user_retries` (litellm's `timeout` and `num_retries`, through tau2's
+  `llm_args`), and up to `user_max_concurrency` conversations run at once, as tau2's own
+  `run_tasks` does; the policy still answers one turn at a time (a local model is not thread-safe).
 
 Rewards come from `tau2.evaluator.evaluate_simulation` (EvaluationType.ALL: DB-state hash vs a
 replay of the gold actions, env assertions, gold actions, communicate info — no LLM judge);
@@ -18,14 +21,17 @@ pass^k and average reward from `tau2.metrics.agent_metrics.compute_metrics`.
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
 # isort: off
 # tau2_agent first: it sets the offline environment that litellm reads when tau2 imports it
-from slca.eval.tau2_agent import GenerateFn, TaskAwareGenerateFn, make_agent
+from slca.eval.tau2_agent import GenerateFn, TaskAwareGenerateFn, make_agent, resolve_generate_fn
 from tau2.agent.llm_agent import LLMSoloAgent
 from tau2.data_model.simulation import (
     AgentInfo,
@@ -100,9 +106,10 @@ def check_endpoint(base_url: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def user_llm_args(base_url: str, api_key: str, temperature: float) -> dict:
-    """litellm arguments that reach an OpenAI-compatible server."""
-    return {"api_base": base_url.rstrip("/"), "api_key": api_key, "temperature": temperature}
+def user_llm_args(base_url: str, api_key: str, temperature: float, timeout_s: float, retries: int) -> dict:
+    """litellm arguments that reach an OpenAI-compatible server, with a timeout and retries per request."""
+    return {"api_base": base_url.rstrip("/"), "api_key": api_key, "temperature": temperature,
+            "timeout": timeout_s, "num_retries": retries}
 
 
 def litellm_model_name(model: str) -> str:
@@ -178,6 +185,17 @@ def score_simulation(domain: str, task: Task, simulation: SimulationRun, solo: b
         )
 
 
+def one_at_a_time(generate_fn: GenerateFn, lock: threading.Lock) -> GenerateFn:
+    """`generate_fn` behind `lock` (its signature kept, so a `seed` parameter is still seen)."""
+
+    @functools.wraps(generate_fn, assigned=(), updated=())
+    def generate(*args: object, **kwargs: object) -> str:
+        with lock:
+            return generate_fn(*args, **kwargs)
+
+    return generate
+
+
 # ---------------------------------------------------------------- the benchmark
 
 
@@ -235,6 +253,9 @@ def evaluate_tau2(
     user_model: str | None = None,
     user_api_key: str = "EMPTY",
     user_temperature: float = 0.0,
+    user_timeout_s: float = 30.0,
+    user_retries: int = 2,
+    user_max_concurrency: int = 1,
     save_to: str | Path | None = None,
 ) -> dict:
     """Run every selected task `num_trials` times and report tau2's rewards and pass^k.
@@ -244,8 +265,8 @@ def evaluate_tau2(
     "tasks": {task_id: {"rewards", "termination", "pass_hat_k"}}}.
     `save_to` writes tau2's `Results` JSON (readable by `tau2 view`).
     """
-    if num_trials < 1 or max_steps < 1 or max_errors < 1:
-        raise ValueError("num_trials, max_steps and max_errors must all be >= 1")
+    if min(num_trials, max_steps, max_errors, user_max_concurrency) < 1:
+        raise ValueError("num_trials, max_steps, max_errors and user_max_concurrency must all be >= 1")
     solo = domain in SOLO_DOMAINS if solo is None else solo
     user_args = None
     if not solo:
@@ -255,25 +276,43 @@ def evaluate_tau2(
                 "pass user_base_url and user_model of an OpenAI-compatible endpoint"
             )
         check_endpoint(user_base_url)
-        user_args = user_llm_args(user_base_url, user_api_key, user_temperature)
+        user_args = user_llm_args(
+            user_base_url, user_api_key, user_temperature, user_timeout_s, user_retries
+        )
         user_model = litellm_model_name(user_model)
     tasks = load_tau2_tasks(domain, task_ids=task_ids, task_split=task_split, solo=solo)
-    sims = []
-    for trial, trial_seed in enumerate(trial_seeds(seed, num_trials)):
-        for task in tasks:
-            sim = run_simulation(
-                domain,
-                task,
-                generate_fn,
-                solo,
-                trial_seed,
-                max_steps,
-                max_errors,
-                user_model=user_model,
-                user_args=user_args,
-            )
-            sim.trial = trial
-            sims.append(sim)
+    jobs = [
+        (trial, trial_seed, task)
+        for trial, trial_seed in enumerate(trial_seeds(seed, num_trials))
+        for task in tasks
+    ]
+    workers = 1 if solo else user_max_concurrency
+    policy_lock = threading.Lock()
+
+    def simulate(job: tuple[int, int, Task]) -> SimulationRun:
+        trial, trial_seed, task = job
+        policy = resolve_generate_fn(generate_fn, task)
+        if workers > 1:
+            policy = one_at_a_time(policy, policy_lock)
+        sim = run_simulation(
+            domain,
+            task,
+            policy,
+            solo,
+            trial_seed,
+            max_steps,
+            max_errors,
+            user_model=user_model,
+            user_args=user_args,
+        )
+        sim.trial = trial
+        return sim
+
+    if workers == 1:  # in the caller's thread: torch's grad mode and the like are per thread
+        sims = [simulate(job) for job in jobs]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            sims = list(pool.map(simulate, jobs))
     results = _results(
         domain, tasks, sims, num_trials, max_steps, max_errors, seed, solo, user_model
     )

@@ -1,8 +1,10 @@
 """Persistent cache of llm-backend responses: one SQLite file, safe to share between threads.
 
-Keys are digests of (model, tool, canonical arguments, context); values are response JSON. A cache
-hit answers without touching the endpoint, so a re-run of training or calibration is free and
-reproducible.
+Keys are digests of everything that shapes a response: the endpoint (base URL and served model),
+the prompt version, the tool's full schema, the canonical arguments and the context (known
+records). Values are response JSON. A cache hit answers without touching the endpoint, so a re-run
+of training or calibration is free and reproducible; the backend re-checks every hit against the
+response schema before serving it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from slca.simulator.parsing import canonical_json
 
@@ -21,9 +24,11 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, tool TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
 
 
-def cache_key(model: str, tool: str, arguments: dict, context: str = "") -> str:
-    text = "\x1f".join((model, tool, canonical_json(arguments), context))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def cache_key(*, base_url: str, model: str, prompt_version: str, tool_schema: Any, arguments: dict,
+              context: str = "") -> str:
+    """Digest of one request: a change to the endpoint, prompt or schema is a different key."""
+    parts = (base_url, model, prompt_version, canonical_json(tool_schema), canonical_json(arguments), context)
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
 class ResponseCache:
@@ -41,33 +46,37 @@ class ResponseCache:
         except sqlite3.Error as error:
             raise ValueError(f"simulator cache {self.path}: cannot open SQLite file ({error}); "
                              "check simulator.cache_path") from None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the SQLite connection, the memo and the counters
         self._memo: dict[str, str] = {}  # in-process layer over SQLite for hot keys
         self.hits = self.misses = 0
 
     def get(self, key: str) -> dict | None:
-        text = self._memo.get(key)
-        if text is None:
-            with self._lock:
+        """The stored response, or None when there is none or it is not a JSON object."""
+        with self._lock:
+            text = self._memo.get(key)
+            if text is None:
                 row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-            if row is None:
+                text = self._remember(key, row[0]) if row is not None else None
+        value = _object(text)
+        with self._lock:
+            if value is None:
                 self.misses += 1
-                return None
-            text = self._remember(key, row[0])
-        self.hits += 1
-        return json.loads(text)
+            else:
+                self.hits += 1
+        return value
 
     def _remember(self, key: str, text: str) -> str:
-        if len(self._memo) >= MEMO_SIZE:
+        """Add to the memo, evicting the oldest entry when full; the caller holds the lock."""
+        if key not in self._memo and len(self._memo) >= MEMO_SIZE:
             self._memo.pop(next(iter(self._memo)))
         self._memo[key] = text
         return text
 
     def put(self, key: str, tool: str, response: dict) -> None:
-        self._remember(key, json.dumps(response, ensure_ascii=False))
+        text = json.dumps(response, ensure_ascii=False)
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
-                             (key, tool, json.dumps(response, ensure_ascii=False), time.time()))
+            self._remember(key, text)
+            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)", (key, tool, text, time.time()))
             self._db.commit()
 
     def __len__(self) -> int:
@@ -77,3 +86,11 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _object(text: str | None) -> dict | None:
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -5,7 +5,10 @@ schema), a few-shot example synthesized from the schema, the records the call re
 incoming request; the model must answer only `<tool_response>{json}</tool_response>`. The reply is
 repaired (fences, missing tags, trailing commas, Python literals), checked against the response
 schema, and replaced by schema synthesis when it fails. Responses are cached in SQLite by
-(model, tool, canonical arguments, context); requests are bounded by a semaphore.
+(base URL, model, prompt version, tool schema, canonical arguments, context), and a cached response
+is served only while it still conforms to the response schema; requests are bounded by a semaphore.
+Every request's outcome goes into `fallbacks` (a FailureWindow the trainer logs as
+`simulator/fallback_rate` and checks against `simulator.llm_fallback_budget`).
 
     backend = LLMBackend(params.simulator)                      # OpenAI-compatible endpoint (vLLM)
     backend = LLMBackend(generate=lambda messages: "<tool_response>{...}</tool_response>")  # local
@@ -13,6 +16,7 @@ schema, and replaced by schema synthesis when it fails. Responses are cached in 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -22,8 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from slca.config import FailureBudget
 from slca.simulator.cache import ResponseCache, cache_key
-from slca.simulator.endpoint import ChatClient, EndpointError
+from slca.simulator.endpoint import ChatClient, EndpointError, FailureWindow
 from slca.simulator.parsing import canonical_json, loads_capped
 from slca.simulator.registry import register
 from slca.simulator.response import synthesize_response
@@ -45,6 +50,8 @@ SYSTEM_PROMPT = (
     "and consistent with the request and with the known records.\n\n"
     "Tool definition:\n{tool}"
 )
+# part of every cache key: bump the tag when build_messages changes shape; the prompt text counts itself
+PROMPT_VERSION = "api-server-1:" + hashlib.sha256(SYSTEM_PROMPT.encode("utf-8")).hexdigest()[:12]
 MAX_REPLY_CHARS = 50000
 _TAGGED = re.compile(r"<tool_response>(.*?)(?:</tool_response>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z]*")
@@ -110,6 +117,7 @@ class LLMBackend:
                  cache: ResponseCache | str | None = None, model: str | None = None) -> None:
         endpoint = getattr(params, "llm", None)
         self.model = model or (endpoint.model if endpoint is not None else "local")
+        self.base_url = endpoint.base_url if endpoint is not None and generate is None else "local"
         max_tokens = getattr(params, "llm_max_tokens", 512)
         self.generate: Generate = generate or ChatClient(endpoint, max_tokens=max_tokens)
         if cache is None:
@@ -118,16 +126,24 @@ class LLMBackend:
         self.max_concurrency = endpoint.max_concurrency if endpoint is not None else 4
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self.stats: Counter[str] = Counter()
+        budget = getattr(params, "llm_fallback_budget", None) or FailureBudget()
+        self.fallbacks = FailureWindow(
+            budget.window, budget.max_rate, what="the llm simulator fell back to schema synthesis",
+            key="simulator.llm_fallback_budget",
+            hint=f"check that {self.base_url} serves model {self.model!r} (simulator.llm) and answers in time")
 
     def respond(self, spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> ToolResult:
         arguments, problem = check_arguments(spec, arguments, knobs)
         if problem is not None:
             return problem
         known = state.hints_for(arguments) if knobs.track_writes else {}
-        key = cache_key(self.model, spec.name, arguments, canonical_json(known) if known else "")
-        content, source = self.cache.get(key), "cache"
+        key = cache_key(base_url=self.base_url, model=self.model, prompt_version=PROMPT_VERSION,
+                        tool_schema=spec.as_schema(), arguments=arguments,
+                        context=canonical_json(known) if known else "")
+        content, source = self._cached(spec, key), "cache"
         if content is None:
             content, source = self._ask(spec, arguments, known, knobs)
+            self.fallbacks.record(source == "fallback")
             if source == "llm":
                 self.cache.put(key, spec.name, content)
         if content is None:
@@ -136,6 +152,14 @@ class LLMBackend:
         if knobs.track_writes:
             state.remember(spec.name, content, spec.writes)
         return ToolResult(True, content, None, None, spec.name, source)
+
+    def _cached(self, spec: ToolSpec, key: str) -> dict | None:
+        """The cached response, unless it no longer conforms to the response schema."""
+        content = self.cache.get(key)
+        if content is not None and spec.response_errors(content):
+            self.stats["invalid_cache"] += 1
+            return None
+        return content
 
     def _ask(self, spec: ToolSpec, arguments: dict, known: dict, knobs: Knobs) -> tuple[dict | None, str]:
         messages = build_messages(spec, arguments, known, knobs)

@@ -11,6 +11,10 @@ trajectory advantages with `slca.credit.compute_advantages(estimator, ...)` on t
 the response mask (tool segment = all learned runs but the last, summary = the last run), with
 the credit diagnostics of the active estimator against GRPO logged alongside.
 
+Each step also logs `simulator/fallback_rate` (llm backend only) and `judge/failure_rate`, and the
+run stops with one line when either passes its budget (`simulator.llm_fallback_budget`,
+`rewards.judge_failure_budget`): rewards computed from fallbacks and zeros are not worth training on.
+
     config = grpo_config(params, "slca", seed=0, output_dir="models/slca-s0/checkpoints")
     trainer = SLCAGRPOTrainer(model, params=params, estimator="slca", args=config,
                               train_dataset=task_dataset(tasks), processing_class=tokenizer)
@@ -36,6 +40,8 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.simulator import SimulatorSession
+from slca.simulator.endpoint import FailureBudgetExceeded
 from slca.train.grpo_rollout import build_judge, run_multiturn
 
 SampleSink = Callable[[int, dict[str, Any]], None]
@@ -108,6 +114,14 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
     return GRPOConfig(**fields)
 
 
+def failure_windows(params: Any, judge: Any) -> dict[str, Any]:
+    """metric name -> FailureWindow of the simulator backend the training episodes use, and of the judge."""
+    backend = SimulatorSession([], params.simulator.backend, params).backend  # the process-wide shared one
+    windows = {"simulator/fallback_rate": getattr(backend, "fallbacks", None),
+               "judge/failure_rate": getattr(judge, "failures", None)}
+    return {name: window for name, window in windows.items() if window is not None}
+
+
 def _slca_reward(key: str) -> Callable[..., list[float]]:
     """A TRL reward function reading one HierR score computed during the rollout."""
 
@@ -129,6 +143,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
         self.estimator = estimator
         self.sample_sink = sample_sink
         self.judge = build_judge(params)
+        self.failure_windows = failure_windows(params, self.judge)
         self.last_credit: dict[str, Any] = {}
         self._current_tasks: list[dict[str, Any]] = []
         super().__init__(
@@ -148,7 +163,20 @@ class SLCAGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         for name, value in payload.pop("slca_stats").items():
             self._metrics[mode][name].append(value)
+        for name, window in self.failure_windows.items():
+            self._metrics[mode][name].append(window.step_rate())
+        self._check_failure_budgets()
         return payload
+
+    def _check_failure_budgets(self) -> None:
+        """Stop every process together when any process's simulator or judge is over its budget."""
+        problems = [p for p in (w.problem() for w in self.failure_windows.values()) if p]
+        if self.accelerator.num_processes > 1:  # a process that stopped alone would hang the others
+            flag = torch.tensor([len(problems)], device=self.accelerator.device)
+            if int(self.accelerator.gather(flag).sum()) > 0 and not problems:
+                problems = ["another training process is over its failure budget (its error names it)"]
+        if problems:
+            raise FailureBudgetExceeded(problems[0])
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._current_tasks = [json.loads(row["task_json"]) for row in inputs]

@@ -12,6 +12,10 @@ facts (`reference`) and the reply states none of them (saying nothing is not rew
 the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
 by design: its summary is the refusal or explanation, so `no_call_task=True` skips the
 tool-response guard and the judge sees the request (and reference facts) alone.
+
+`judge_from_params` wraps the judge in a `MonitoredJudge`, whose `failures` window counts every
+call that raised or returned NaN; the trainer logs it as `judge/failure_rate` and stops the run
+when it passes `rewards.judge_failure_budget`.
 """
 
 from __future__ import annotations
@@ -99,20 +103,55 @@ def summary_reward(
     try:
         value = float(judge.score(text, responses, list(reference or []), request or ""))
     except Exception as error:  # noqa: BLE001  (any judge error costs the rollout its summary reward, not the run)
-        log.warning("JUDGE_FAILURE %s: %s", type(judge).__name__, error)
+        log.warning("JUDGE_FAILURE %s: %s", _name(judge), error)
         return 0.0
     if math.isnan(value):
-        log.warning("JUDGE_FAILURE %s: score is NaN", type(judge).__name__)
+        log.warning("JUDGE_FAILURE %s: score is NaN", _name(judge))
         return 0.0
     return min(1.0, max(0.0, value))
 
 
+def _name(judge: Judge) -> str:
+    return type(getattr(judge, "inner", judge)).__name__
+
+
+class MonitoredJudge:
+    """A judge whose calls are counted in `failures` (a FailureWindow): raised or NaN is a failure."""
+
+    def __init__(self, inner: Judge, failures: Any) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str,
+              **kwargs: Any) -> float:
+        try:
+            value = float(self.inner.score(summary, tool_responses, reference, request, **kwargs))
+        except Exception:
+            self.failures.record(True)
+            raise
+        self.failures.record(math.isnan(value))
+        return value
+
+    def __getattr__(self, name: str) -> Any:  # close() and the like reach the wrapped judge
+        if "inner" not in self.__dict__:  # half-built (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
 
-__all__ = ["Judge", "JudgeFailure", "get_judge", "judge_from_params", "list_judges", "register_judge", "summary_reward"]
+__all__ = ["Judge", "JudgeFailure", "MonitoredJudge", "get_judge", "judge_from_params", "list_judges",
+           "register_judge", "summary_reward"]
 
 
-def judge_from_params(rewards: Any) -> Judge:
-    """The judge named by `rewards.judge`, built from its own params section (slca.config)."""
+def judge_from_params(rewards: Any) -> MonitoredJudge:
+    """The judge named by `rewards.judge`, built from its own params section (slca.config), monitored."""
+    from slca.simulator.endpoint import FailureWindow
+
     section = {"rule": rewards.rule, "embedding": rewards.embedding, "llm": rewards.llm_judge}[rewards.judge]
-    return get_judge(rewards.judge, **section.model_dump())
+    budget = rewards.judge_failure_budget
+    failures = FailureWindow(budget.window, budget.max_rate, what=f"the {rewards.judge!r} summary judge failed",
+                             key="rewards.judge_failure_budget",
+                             hint="the JUDGE_FAILURE warnings in the log say why (for the llm judge, "
+                                  "check rewards.llm_judge.base_url)")
+    return MonitoredJudge(get_judge(rewards.judge, **section.model_dump()), failures)
