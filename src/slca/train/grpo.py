@@ -42,7 +42,8 @@ from slca.credit import (
 )
 from slca.simulator import SimulatorSession
 from slca.simulator.endpoint import FailureBudgetExceeded
-from slca.train.grpo_rollout import build_judge, run_multiturn
+from slca.train.grpo_rollout import run_multiturn
+from slca.train.judge_noise import training_judge
 
 SampleSink = Callable[[int, dict[str, Any]], None]
 SCORE_COLUMNS = ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel", "call_accuracy",
@@ -142,7 +143,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
         self.slca_params = params
         self.estimator = estimator
         self.sample_sink = sample_sink
-        self.judge = build_judge(params)
+        self.judge = training_judge(params, args.seed)  # noisy when rewards.summary_noise > 0
         self.failure_windows = failure_windows(params, self.judge)
         self.last_credit: dict[str, Any] = {}
         self._current_tasks: list[dict[str, Any]] = []
@@ -216,7 +217,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
                   "penalty": penalty, "penalty_value": self.slca_params.rewards.no_call_penalty,
                   "extra": {"call_accuracy": rows["call_accuracy"], "rltr_reward": rows["rltr"]}}
         advantages = compute_advantages(self.estimator, rows["r_tool"], rows["r_sum"], tool_mask, summary_mask,
-                                        group_ids, **kwargs)
+                                        group_ids, abstain_in_tool_baseline=credit.abstain_in_tool_baseline, **kwargs)
         grpo = advantages if self.estimator == "grpo" else compute_advantages(
             "grpo", rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids, **kwargs)
         self._log_credit(advantages, grpo, rows, tool_mask, summary_mask, group_ids, penalty)
