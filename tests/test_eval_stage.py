@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -36,6 +37,7 @@ def eval_setup(tmp_path_factory):
     for run in (root / "models" / "slca-s0", Path(params.sft.out_dir)):
         model.save_pretrained(run)
         tokenizer.save_pretrained(run)
+    (root / "models" / "slca-s0" / "metrics.json").write_text("{}")  # a finished training run
     return params
 
 
@@ -67,3 +69,32 @@ def test_the_sft_policy_is_evaluated_like_a_run(eval_setup, mlflow_store):
     saved = json.loads((Path(eval_setup.eval.out_dir) / "sft.json").read_text())
     assert saved["run"] == "sft" and saved["estimator"] == "sft" and saved["metrics"] == report["metrics"]
     assert saved["metrics"]["indomain.n"] == 4.0 and "indomain.well_formed_calls" in saved["metrics"]
+
+
+def test_evaluate_refuses_a_run_that_did_not_finish(eval_setup, mlflow_store):
+    models = Path(eval_setup.train.out_dir)
+    shutil.copytree(models / "slca-s0", models / "slca-s1", ignore=shutil.ignore_patterns("metrics.json"))
+    with pytest.raises(EvaluationError, match=r"models/slca-s1 holds no finished run \(metrics.json missing: "
+                                              r"killed or still running\); run `slca train --estimator slca --seed 1`"):
+        run_evaluate(eval_setup, "slca", 1)
+    assert not (Path(eval_setup.eval.out_dir) / "slca-s1.json").exists()
+
+
+def test_the_report_is_written_before_tracking_fails(eval_setup, mlflow_store, monkeypatch):
+    import slca.eval.indomain
+    import slca.eval.stage
+
+    def tracking_down(*args, **kwargs):
+        raise ConnectionError("tracking server went away")
+
+    models = Path(eval_setup.train.out_dir)
+    shutil.copytree(models / "slca-s0", models / "grpo-s2")
+    monkeypatch.setattr(slca.eval.indomain, "evaluate_policy", lambda *a: {"metrics": {"n": 4, "success": 0.5}})
+    monkeypatch.setattr(slca.eval.stage, "evaluate_bfcl", lambda *a: {"accuracy": {"irrelevance": 1.0},
+                                                                       "aggregate": {}, "verdicts": []})
+    monkeypatch.setattr(slca.eval.stage, "evaluate_tau2_bench", lambda *a: None)
+    monkeypatch.setattr(slca.eval.stage, "log_metrics", tracking_down)
+    with pytest.raises(ConnectionError):
+        run_evaluate(eval_setup, "grpo", 2)
+    saved = json.loads((Path(eval_setup.eval.out_dir) / "grpo-s2.json").read_text())
+    assert saved["metrics"] == {"indomain.n": 4.0, "indomain.success": 0.5, "bfcl.irrelevance": 1.0}

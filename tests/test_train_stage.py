@@ -142,3 +142,23 @@ def test_history_helpers(tmp_path):
             (tmp_path / "ck" / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     assert latest_checkpoint(tmp_path / "ck").name == "checkpoint-4"
     assert latest_checkpoint(tmp_path / "missing") is None
+
+
+def test_learning_curve_is_logged_at_step_0_every_k_and_the_last(workspace, mlflow_store, monkeypatch):
+    monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
+    val = workspace / "data" / "val.jsonl"
+    val.write_text((workspace / "data" / "train.jsonl").read_text())
+    params = small_params(workspace, max_steps=3, num_generations=2, max_completion_length=24,
+                          val_every=2, val_tasks=3, out_dir=str(workspace / "curve-models"))
+    mlflow.set_tracking_uri(mlflow_store)
+    run_train(params, "slca", seed=0)
+    rows = [json.loads(line) for line in
+            (workspace / "curve-models" / "slca-s0" / "metrics_history.jsonl").read_text().splitlines()]
+    curve = {row["step"]: row for row in rows if "val/success" in row}
+    assert sorted(curve) == [0, 2, 3]
+    assert all(0.0 <= row["val/name_f1"] <= 1.0 for row in curve.values())
+    assert "loss" in curve[2] and "reward" in curve[2]  # joined the step's own log line
+    assert len([row for row in rows if row["step"] == 2]) == 1
+    client = mlflow.tracking.MlflowClient()
+    (run,) = [r for r in _runs("slca") if r.info.run_name == "train-slca-s0"]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/success")) == [0, 2, 3]

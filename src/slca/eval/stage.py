@@ -6,8 +6,11 @@
 The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>` (`sft.out_dir` for the
 estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added); the in-domain test split
 runs against the real executors; BFCL and tau2 run the policy through a greedy
-`generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically) and in
-the stage's MLflow run.
+`generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically, before
+anything is logged, so a tracking outage loses no evaluation) and in the stage's MLflow run.
+
+A training run is evaluated only once it finished: its `metrics.json` (written last) must exist;
+the SFT policy is published by one directory rename, so its directory existing is enough.
 """
 
 from __future__ import annotations
@@ -41,6 +44,18 @@ def run_dir(params: Params, estimator: str, seed: int) -> Path:
 
 def report_path(params: Params, estimator: str, seed: int) -> Path:
     return Path(params.eval.out_dir) / f"{run_name(estimator, seed)}.json"
+
+
+def check_finished(model_dir: Path, estimator: str, seed: int) -> None:
+    """Fail with one line unless `model_dir` holds a finished run (not a killed or still running one)."""
+    from slca.train.train_stage import METRICS_FILE
+
+    stage = "slca sft" if estimator == SFT else f"slca train --estimator {estimator} --seed {seed}"
+    if not model_dir.exists():
+        raise EvaluationError(f"{model_dir} does not exist; run `{stage}` first")
+    if estimator != SFT and not (model_dir / METRICS_FILE).exists():
+        raise EvaluationError(f"{model_dir} holds no finished run ({METRICS_FILE} missing: killed or still "
+                              f"running); run `{stage}` to finish it")
 
 
 def load_test_tasks(params: Params) -> list[dict[str, Any]]:
@@ -91,6 +106,8 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
         user_base_url=endpoint.base_url if conversational else None,
         user_model=endpoint.model if conversational else None,
         user_api_key=os.environ.get(endpoint.api_key_env, "EMPTY"),
+        user_timeout_s=endpoint.timeout_s, user_retries=endpoint.retries,
+        user_max_concurrency=endpoint.max_concurrency,
     )
 
 
@@ -101,9 +118,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     from slca.train.policy import load_policy
 
     model_dir = run_dir(params, estimator, seed)
-    if not model_dir.exists():
-        stage = "slca sft" if estimator == SFT else f"slca train --estimator {estimator} --seed {seed}"
-        raise EvaluationError(f"{model_dir} does not exist; run `{stage}` first")
+    check_finished(model_dir, estimator, seed)
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
     generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length)
@@ -121,7 +136,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         if report["tau2"] and "metrics" in report["tau2"]:
             metrics.update(_numeric(report["tau2"]["metrics"], "tau2"))
         report["metrics"] = metrics
+        write_atomic(report_path(params, estimator, seed), json.dumps(report, indent=2, sort_keys=True))
         log_metrics(metrics)
         log_json(report, f"eval/{run_name(estimator, seed)}.json")
-    write_atomic(report_path(params, estimator, seed), json.dumps(report, indent=2, sort_keys=True))
     return report

@@ -7,9 +7,11 @@ trains `params.train.max_steps` optimizer steps on `<data.out_dir>/train.jsonl` 
 tokens, segment masks and advantages under the estimator and under GRPO).
 
 Checkpoints go to `<run dir>/checkpoints` every `train.checkpoint_every` steps (the last 2 are
-kept). A run that was killed resumes from its last checkpoint when started again, continuing the
-same MLflow run (its id is stored in `<run dir>/mlflow_run_id`); the run ends FINISHED once the
-last step is done.
+kept). A run that was killed resumes from its last checkpoint when started again under the same
+params (`run_identity.json`, written when the run starts, records them), continuing the same
+MLflow run when the store still has it (its id is stored in `<run dir>/mlflow_run_id`). Any other
+start (a finished run, changed params, no checkpoint) empties the run dir first. `metrics.json` is
+written last, atomically: it marks a finished run, and evaluation accepts no run without it.
 
     python -m slca.train.train_stage --params params.yaml --estimator slca --seed 0
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -30,12 +33,16 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from slca.config import Params, load_params
-from slca.tracking import log_json, stage_run, write_atomic
+from slca.tracking import flatten, log_json, stage_run, write_atomic
 
 RUN_ID_FILE = "mlflow_run_id"
 HISTORY_FILE = "metrics_history.jsonl"
 METRICS_FILE = "metrics.json"
 CHECKPOINTS = "checkpoints"
+IDENTITY_FILE = "run_identity.json"
+# train knobs that do not change what a run computes, only where it goes and what is kept or sampled
+IDENTITY_EXEMPT = ("out_dir", "estimators", "seeds", "checkpoint_every", "keep_checkpoints", "sample_every",
+                   "sample_rollouts")
 
 
 def run_dir(params: Params, estimator: str, seed: int) -> Path:
@@ -98,13 +105,32 @@ class SampleWriter:
         mlflow.log_artifact(str(path), artifact_path="samples")
 
 
+class RunStateError(RuntimeError):
+    """A run dir's files cannot be used to resume; the message names the file and what to do."""
+
+
+def history_rows(history: Path) -> list[dict[str, Any]]:
+    """The rows of `metrics_history.jsonl`, dropping a torn last line (a write cut short by a kill or full disk)."""
+    lines = [(n, line) for n, line in enumerate(history.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    rows = []
+    for index, (number, line) in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if index == len(lines) - 1:
+                print(f"train: {history}: dropped a torn last line {number}", file=sys.stderr)
+                break
+            raise RunStateError(f"{history}: line {number} is not JSON ({error.msg}); delete that line "
+                                "or the run dir to start the run over") from None
+    return rows
+
+
 def trim_history(history: Path, last_step: int) -> None:
     """Drop lines logged after the checkpoint a run resumes from (they are logged again)."""
     if not history.exists():
         return
-    kept = [line for line in history.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= last_step]
-    write_atomic(history, "".join(line + "\n" for line in kept))
+    kept = [row for row in history_rows(history) if row.get("step", 0) <= last_step]
+    write_atomic(history, "".join(json.dumps(row, sort_keys=True) + "\n" for row in kept))
 
 
 def previous_run_id(folder: Path) -> str | None:
@@ -122,17 +148,100 @@ def previous_run_id(folder: Path) -> str | None:
     return run_id
 
 
-def fresh_start(folder: Path) -> None:
-    """Remove what a finished earlier run left, so a new run does not mix with it."""
-    for name in (CHECKPOINTS, "samples"):
-        shutil.rmtree(folder / name, ignore_errors=True)
-    for name in (HISTORY_FILE, METRICS_FILE, RUN_ID_FILE):
-        (folder / name).unlink(missing_ok=True)
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over the names and bytes of the files in `paths` (a missing file counts as its name only)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode("utf-8") + b"\0")
+        if path.is_file():
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def run_identity(params: Params, estimator: str, seed: int) -> dict[str, Any]:
+    """Everything that decides what a run computes; a killed run resumes only under the same identity.
+
+    In it: the estimator and seed; `train` except `IDENTITY_EXEMPT` (where runs go, which runs the
+    stage trains, what is checkpointed, kept or sampled); `policy` (model, tiny shape, LoRA);
+    `credit`, `rewards` and `simulator` with the calibrated simulator knobs in force; the bytes of
+    the SFT checkpoint's top-level files and of `train.jsonl` (so a new SFT or new data is a new
+    run). Left out: `project` (where it is logged), `eval`, and the `data`/`sft` knobs, whose
+    effect is already in those bytes.
+    """
+    from slca.simulator.knobs import load_calibrated_knobs
+
+    calibrated = params.simulator.calibrated_knobs
+    sft = Path(params.sft.out_dir)
+    return {
+        "estimator": estimator, "seed": seed,
+        "train": {k: v for k, v in params.train.model_dump(mode="json").items() if k not in IDENTITY_EXEMPT},
+        "policy": params.policy.model_dump(mode="json"),
+        "credit": params.credit.model_dump(mode="json"),
+        "rewards": params.rewards.model_dump(mode="json"),
+        "simulator": params.simulator.model_dump(mode="json"),
+        "simulator_knobs": load_calibrated_knobs(calibrated, params.simulator) if calibrated else None,
+        "sft_checkpoint": {"path": str(sft.resolve()),
+                           "sha256": files_digest(sorted(p for p in sft.glob("[!.]*") if p.is_file()))},
+        "train_data_sha256": files_digest([Path(params.data.out_dir) / "train.jsonl"]),
+    }
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def stored_identity(folder: Path) -> dict[str, Any]:
+    """The identity a run dir was started under ({} when none was recorded or it is unreadable)."""
+    try:
+        return json.loads((folder / IDENTITY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The dotted keys whose values differ between two identities."""
+    before, after = flatten(old), flatten(new)
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def resume_point(folder: Path, identity: dict[str, Any]) -> Path | None:
+    """The checkpoint to resume: the run dir's own, of an unfinished run under the same identity; else None."""
+    checkpoint = latest_checkpoint(folder / CHECKPOINTS)
+    if checkpoint is None or (folder / METRICS_FILE).exists():
+        return None
+    stored = stored_identity(folder)
+    if stored.get("sha256") != identity_hash(identity):
+        changed = changed_keys(stored.get("identity", {}), identity) if stored else ["no identity recorded"]
+        print(f"train: {folder} holds {checkpoint.name} of a run with other params "
+              f"({', '.join(changed[:6])}); starting fresh", file=sys.stderr)
+        return None
+    print(f"train: resuming {folder} from {checkpoint.name}", file=sys.stderr)
+    return checkpoint
+
+
+def fresh_start(folder: Path, identity: dict[str, Any]) -> None:
+    """Empty the run dir (an earlier run's model, adapter, checkpoints) and record the new run's identity."""
+    stale = previous_run_id(folder)
+    if stale:
+        import mlflow
+
+        client = mlflow.tracking.MlflowClient()
+        if client.get_run(stale).info.status == "RUNNING":
+            client.set_terminated(stale, "KILLED")  # the abandoned attempt is not continued
+    for path in folder.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    payload = {"sha256": identity_hash(identity), "identity": identity}
+    write_atomic(folder / IDENTITY_FILE, json.dumps(payload, indent=2, sort_keys=True))
 
 
 def reward_curve(history: Path, window: int = 3) -> dict[str, float]:
     """Mean reward over the first and last `window` steps of the run."""
-    rows = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = history_rows(history)
     rewards = [row["reward"] for row in sorted(rows, key=lambda r: r["step"]) if "reward" in row]
     if not rewards:
         return {}
@@ -154,11 +263,21 @@ def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callb
 
     args = grpo_config(params, estimator, seed, str(folder / CHECKPOINTS))
     model, tokenizer = load_policy(params.sft.out_dir, params)
+    curve = None
+    if params.train.val_every > 0:  # the learning curve: greedy validation Success every k steps
+        from slca.train.policy import read_tasks
+        from slca.train.val_curve import ValidationCurve
+
+        curve = ValidationCurve(read_tasks(Path(params.data.out_dir) / "val.jsonl", limit=params.train.val_tasks),
+                                params)
+        callbacks = [curve, *callbacks]  # first, so its numbers join the step's log line before it is written
     trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
                               train_dataset=task_dataset(load_train_tasks(params)), processing_class=tokenizer,
                               sample_sink=sample_sink, callbacks=callbacks)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(QuietProgress())
+    if curve is not None:
+        curve.attach(trainer)
     return trainer
 
 
@@ -166,20 +285,22 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     """Train one (estimator, seed) run, resuming an interrupted one; returns its summary metrics."""
     import mlflow
 
-    folder = run_dir(params, estimator, seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    if (folder / METRICS_FILE).exists():
-        fresh_start(folder)
     from slca.tracking import configure
 
+    folder = run_dir(params, estimator, seed)
+    folder.mkdir(parents=True, exist_ok=True)
     configure(params)
-    run_id = previous_run_id(folder)
-    checkpoint = latest_checkpoint(folder / CHECKPOINTS) if run_id else None
-    trim_history(folder / HISTORY_FILE, int(checkpoint.name.split("-")[-1]) if checkpoint else 0)
-    logged = {"estimator": estimator, "seed": seed, "train": params.train.model_dump(mode="json"),
-              "credit": params.credit.model_dump(mode="json")}
+    identity = run_identity(params, estimator, seed)
+    checkpoint = resume_point(folder, identity)
     # Under `accelerate launch` every process runs this; only rank 0 talks to MLflow and writes files.
     main_process = int(os.environ.get("RANK", "0")) == 0
+    if main_process and checkpoint is None:
+        fresh_start(folder, identity)
+    if main_process and checkpoint is not None:
+        trim_history(folder / HISTORY_FILE, int(checkpoint.name.split("-")[-1]))
+    run_id = previous_run_id(folder) if checkpoint else None
+    logged = {"estimator": estimator, "seed": seed, "train": params.train.model_dump(mode="json"),
+              "credit": params.credit.model_dump(mode="json"), "run_identity": identity_hash(identity)}
     tracking = (stage_run("train", params, run_id=run_id, log_params=None if run_id else logged)
                 if main_process else contextlib.nullcontext())
     with tracking as run:

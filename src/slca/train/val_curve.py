@@ -2,11 +2,12 @@
 
 The same in-domain evaluation as the evaluate stage (real executors, greedy), on the first
 `train.val_tasks` tasks of `<data.out_dir>/val.jsonl`, before the first step and then every
-`train.val_every` steps and at the last step. The numbers go through `trainer.log`, so they land
-in MLflow and `metrics_history.jsonl` beside the training metrics, as `val/<metric>`.
+`train.val_every` steps and at the last step. The numbers join that step's log line (the callback
+must come before the step logger), so they land in MLflow and `metrics_history.jsonl` beside the
+training metrics, as `val/<metric>`; the step-0 point is a log line of its own.
 
     curve = ValidationCurve(val_tasks, params)
-    trainer.add_callback(curve); curve.attach(trainer)
+    trainer = SLCAGRPOTrainer(..., callbacks=[curve, step_logger]); curve.attach(trainer)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ValidationCurve(TrainerCallback):
         self.every = int(params.train.val_every)
         self.trainer: Any = None
         self.done: set[int] = set()
+        self.pending: dict[str, float] = {}
 
     def attach(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -47,18 +49,24 @@ class ValidationCurve(TrainerCallback):
         metrics = result["metrics"]
         return {f"val/{name}": float(metrics[name]) for name in CURVE_METRICS if name in metrics}
 
-    def _maybe(self, state: Any, last: bool = False) -> None:
+    def _due(self, state: Any, last: bool = False) -> bool:
         step = int(state.global_step)
         if self.trainer is None or self.every <= 0 or not self.tasks or step in self.done:
-            return
+            return False
         if step % self.every and not last:
-            return
+            return False
         self.done.add(step)
-        if state.is_world_process_zero:  # generation needs no collective: the other ranks go on
-            self.trainer.log(self.evaluate(step))
+        return bool(state.is_world_process_zero)  # generation needs no collective: the other ranks go on
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        self._maybe(state)
+        if self._due(state):  # nothing is accumulated yet, so TRL's log adds no training metrics here
+            self.trainer.log(self.evaluate(int(state.global_step)))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        self._maybe(state, last=state.global_step >= state.max_steps)
+        if self._due(state, last=state.global_step >= state.max_steps):
+            self.pending = self.evaluate(int(state.global_step))
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+        if self.pending and logs is not None and "train_runtime" not in logs:
+            logs.update(self.pending)
+            self.pending = {}
