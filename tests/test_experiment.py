@@ -130,3 +130,21 @@ def test_report_holds_every_estimator_the_sft_row_intervals_and_curves(tmp_path,
     assert (tmp_path / "reports" / "exp" / "summary.png").stat().st_size > 0
     assert (tmp_path / "reports" / "exp" / "curves.png").stat().st_size > 0
     assert "| slca-s0 | `` | missing |" in text  # no run dir marker: said so, not invented
+
+
+def test_an_slca_only_ablation_is_paired_with_the_main_grpo_runs(tmp_path, mlflow_store):
+    spec_path = write_spec(tmp_path, ablations=[{"name": "variant", "label": "abstainers in the tool baseline",
+                                                 "overrides": {"train.estimators": ["slca"]}}])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    rng = np.random.default_rng(2)
+    for group, runs in ((groups[0], (("slca", 0.0), ("grpo", 0.0))), (groups[1], (("slca", 0.4),))):
+        for estimator, shift in runs:
+            for seed in (0, 1):
+                fake_eval(Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
+                          [float(rng.random() < 0.3 + shift) for _ in range(90)])
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert "| abstainers in the tool baseline |" in text
+    assert numbers["ablations"]["variant"]["grpo.success"]["low"] > 0
+    main = numbers["ablations"]["main"]["grpo.success"]
+    assert main["low"] < 0 < main["high"]

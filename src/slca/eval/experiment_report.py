@@ -354,19 +354,24 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
               *curve_lines, "", f"![curves]({rel}/curves.png)", ""]
     ablations: dict[str, Any] = {}
     if len(groups) > 1:
-        lines += ["## Ablation", "", "SLCA − GRPO on the same test tasks, per setting (every setting that was run):",
-                  "", "| setting | SLCA Success | GRPO Success | SLCA − GRPO Success [95 %] | SLCA − GRPO Process [95 %] |",
-                  "|---|---|---|---|---|"]
+        lines += ["## Ablations", "",
+                  "SLCA − GRPO on the same test tasks, per setting (every setting that was run). A setting that "
+                  "trains only SLCA is paired with the main setting's GRPO runs (same SFT checkpoint and seeds).",
+                  "", "| setting | SLCA Success | GRPO Success | SLCA − GRPO Success [95 %] | SLCA − GRPO Process [95 %] "
+                  "| SLCA − GRPO No-call acc. [95 %] | SLCA BFCL irrel. |", "|---|---|---|---|---|---|---|"]
         for group in groups:
             group_data = data if group is main else collect(group.params)
+            if "grpo" not in group_data["runs"] and "grpo" in data["runs"]:
+                group_data = {**group_data, "runs": {**group_data["runs"], "grpo": data["runs"]["grpo"]}}
             _, found = paired_table(group_data, "slca")
             ablations[group.name] = found
-            succ = {e: mean_std([r["summary"]["success"] for r in runs])[0] for e, runs in group_data["runs"].items()}
-            s, p = found.get("grpo.success"), found.get("grpo.process")
-            cell = (lambda v: "—" if v is None or math.isnan(v["mean"])
-                    else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]")
-            lines.append(f"| {group.label} | {fmt(succ.get('slca', math.nan))} | {fmt(succ.get('grpo', math.nan))} "
-                         f"| {cell(s)} | {cell(p)} |")
+            stat = {e: {k: mean_std([r["summary"][k] for r in runs])[0] for k in ("success", "bfcl_irrelevance")}
+                    for e, runs in group_data["runs"].items()}
+            cells = ["—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
+                     for v in (found.get("grpo.success"), found.get("grpo.process"), found.get("grpo.no_call"))]
+            lines.append(f"| {group.label} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
+                         f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} | " + " | ".join(cells)
+                         + f" | {fmt(stat.get('slca', {}).get('bfcl_irrelevance', math.nan))} |")
         lines.append("")
     lines += ["## Does the paper's direction reproduce here?", "",
               "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
