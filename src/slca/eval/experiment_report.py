@@ -320,8 +320,8 @@ def verdict(paired: Mapping[str, Any]) -> list[str]:
 
 
 def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain: float = 0.05,
-                            timings: Mapping[str, float] | None = None, stamps: Path | None = None
-                            ) -> dict[str, Any]:
+                            timings: Mapping[str, float] | None = None, stamps: Path | None = None,
+                            notes: Sequence[str] = ()) -> dict[str, Any]:
     """reports/experiment.md and its figures from the groups' finished runs; returns the numbers."""
     main = groups[0]
     data = collect(main.params)
@@ -344,6 +344,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         total = sum(json.loads(p.read_text()).get("seconds", 0.0) for p in stamps.rglob("*.json"))
         lines.append(f"- Compute: {total / 60:.1f} job-minutes in all (jobs ran side by side in lanes; wall time "
                      "is less).")
+    lines += [f"- Note: {note}" for note in notes]
     lines += ["", "## Results (test split)", "", *summary_table(data, TABLE_METRICS), "",
               f"![summary]({rel}/summary.png)", "", "### Success by task kind", "", *summary_table(data, kinds), "",
               "### SLCA − baseline (paired bootstrap, 95 %)", "", *paired_lines, "",
