@@ -148,3 +148,15 @@ def test_an_slca_only_ablation_is_paired_with_the_main_grpo_runs(tmp_path, mlflo
     assert numbers["ablations"]["variant"]["grpo.success"]["low"] > 0
     main = numbers["ablations"]["main"]["grpo.success"]
     assert main["low"] < 0 < main["high"]
+
+
+def test_a_stopped_experiment_is_reported_as_incomplete(tmp_path, mlflow_store):
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    params = groups[0].params
+    for estimator, seed in (("slca", 0), ("grpo", 0), ("slca", 1)):
+        fake_eval(Path(params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed, [1.0, 0.0] * 30)
+    write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert "**Incomplete: 1 planned run(s)" in text and "grpo-s1" in text
+    assert "| slca | 2 |" in text and "| grpo | 1 |" in text

@@ -130,8 +130,9 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
     runs = []
     for group in groups:
         gp = ["--params", str(group.params_path)]
-        for estimator in group.params.train.estimators:
-            for seed in group.params.train.seeds:
+        # seed-major: every estimator's seed 0 first, so a stopped experiment is still balanced
+        for seed in group.params.train.seeds:
+            for estimator in group.params.train.estimators:
                 run = f"{estimator}-s{seed}"
                 runs.append(Job(f"{group.name}/{run}", [
                     ["slca", "train", "--estimator", estimator, "--seed", str(seed), *gp],

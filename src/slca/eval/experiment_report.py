@@ -141,15 +141,20 @@ def collect(params: Any) -> dict[str, Any]:
     """Every run's evaluation report, summary and training history, by estimator."""
     eval_dir, train_dir = Path(params.eval.out_dir), Path(params.train.out_dir)
     runs: dict[str, list[dict[str, Any]]] = {}
+    missing: list[str] = []
     for estimator in params.train.estimators:
         for seed in params.train.seeds:
-            report = load_eval(eval_dir / f"{run_label(estimator, seed)}.json")
+            path = eval_dir / f"{run_label(estimator, seed)}.json"
+            if not path.exists():  # an experiment stopped early is reported as such, never padded
+                missing.append(run_label(estimator, seed))
+                continue
+            report = load_eval(path)
             history = read_history(train_dir / run_label(estimator, seed) / "metrics_history.jsonl")
             runs.setdefault(estimator, []).append({"seed": seed, "report": report, "summary": run_summary(report),
                                                    "history": history})
     sft_path = eval_dir / "sft.json"
     sft = load_eval(sft_path) if sft_path.exists() else None
-    return {"runs": runs, "sft": sft}
+    return {"runs": runs, "sft": sft, "missing": missing}
 
 
 def summary_table(data: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
@@ -345,6 +350,9 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         lines.append(f"- Compute: {total / 60:.1f} job-minutes in all (jobs ran side by side in lanes; wall time "
                      "is less).")
     lines += [f"- Note: {note}" for note in notes]
+    if data["missing"]:
+        lines += ["", f"**Incomplete: {len(data['missing'])} planned run(s) had not finished when this report was "
+                  f"written and are left out: {', '.join(data['missing'])}.**"]
     lines += ["", "## Results (test split)", "", *summary_table(data, TABLE_METRICS), "",
               f"![summary]({rel}/summary.png)", "", "### Success by task kind", "", *summary_table(data, kinds), "",
               "### SLCA − baseline (paired bootstrap, 95 %)", "", *paired_lines, "",
