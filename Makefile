@@ -11,7 +11,7 @@ export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
-.PHONY: install run test bench dashboard experiment clean help
+.PHONY: install browser run test bench dashboard experiment clean help
 
 help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
@@ -36,8 +36,15 @@ run: install
 	$(PY) flows/pipeline.py
 
 # One torch thread: the tiny test models gain nothing from more, and 2 shared cores thrash.
-test: install
+test: install browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+# Headless Chromium for the dashboard's browser test (tests/test_dashboard_browser.py): Debian's packages.
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium chromium-driver; }
 
 experiment: install
 	$(VENV)/bin/slca experiment --spec experiments/headline.yaml

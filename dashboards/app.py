@@ -1,10 +1,11 @@
 """SLCA-GRPO dashboard: where the credit went.
 
-Four tabs read the MLflow tracking store and the files the pipeline writes under the project
-folder: credit attribution (token-level advantages, estimator vs GRPO), training curves, evaluation
-comparison and simulator fidelity. Store and folder are fixed at launch (`MLFLOW_TRACKING_URI`,
-default ./mlflow.db; `SLCA_PROJECT_DIR`, default .): the page has no field to point it elsewhere,
-so a visitor cannot make the server fetch URLs or open files of their choosing.
+Five tabs (only the open one runs) read the MLflow tracking store and the files the pipeline writes
+under the project folder: credit attribution (a prompt group's token-level advantages, estimator vs
+GRPO, sign flips), run comparison, training curves, evaluation comparison and simulator fidelity.
+Store and folder are fixed at launch (`MLFLOW_TRACKING_URI`, default ./mlflow.db; `SLCA_PROJECT_DIR`,
+default .): the page has no field to point it elsewhere, so a visitor cannot make the server fetch
+URLs or open files of their choosing.
 
     slca dashboard --tracking-uri sqlite:///mlflow.db --project-dir .    # binds 127.0.0.1:8501
 """
@@ -20,7 +21,7 @@ for folder in (HERE, HERE.parent / "src"):  # panels package, and slca without a
         sys.path.insert(0 if folder == HERE else len(sys.path), str(folder))
 
 import streamlit as st
-from panels import credit, curves, evaluation, fidelity
+from panels import compare, credit, curves, evaluation, fidelity
 
 from slca import dashboard_data as data
 
@@ -35,13 +36,11 @@ if st.sidebar.button("Refresh", key="refresh"):
 st.sidebar.caption(f"tracking: {uri}")
 st.sidebar.caption(f"project: {paths.root}")
 
-credit_tab, curves_tab, eval_tab, fidelity_tab = st.tabs(
-    ["Credit attribution", "Training curves", "Evaluation comparison", "Simulator fidelity"])
-with credit_tab:
-    credit.render(uri, paths)
-with curves_tab:
-    curves.render(uri)
-with eval_tab:
-    evaluation.render(uri, paths)
-with fidelity_tab:
-    fidelity.render(uri, paths)
+PAGES = {"Credit attribution": lambda: credit.render(uri, paths), "Run comparison": lambda: compare.render(uri),
+         "Training curves": lambda: curves.render(uri), "Evaluation comparison": lambda: evaluation.render(uri, paths),
+         "Simulator fidelity": lambda: fidelity.render(uri, paths)}
+# Only the open tab runs (a rerun on switching): the credit page paints without drawing every chart first.
+for tab, render in zip(st.tabs(list(PAGES), key="page", on_change="rerun"), PAGES.values()):
+    if tab.open:
+        with tab:
+            render()

@@ -15,24 +15,35 @@ SUMMARY = ['It is', ' 19 °C', ' & cloudy', '.']
 
 
 def rollout(prompt_id: str, tool_adv: float, sum_adv: float, grpo_adv: float, r_tool: float,
-            r_sum: float, sample_idx: int = 0) -> dict[str, Any]:
+            r_sum: float, sample_idx: int = 0, group: int = 0, kind: str = "single") -> dict[str, Any]:
     """A tool segment, an environment (masked) run, then a summary segment, as `_sample` writes it."""
     kinds = ["tool"] * len(TOOL) + ["env"] * len(ENV) + ["summary"] * len(SUMMARY)
     active = {"tool": tool_adv, "summary": sum_adv, "env": 0.0}
     return {
-        "prompt_id": prompt_id, "group": 0, "sample_idx": sample_idx, "tokens": TOOL + ENV + SUMMARY,
+        "prompt_id": prompt_id, "kind": kind, "domain": "weather", "group": group, "sample_idx": sample_idx,
+        "tokens": TOOL + ENV + SUMMARY,
         "response_mask": [int(k != "env") for k in kinds], "tool_mask": [int(k == "tool") for k in kinds],
         "summary_mask": [int(k == "summary") for k in kinds],
         "advantages": [active[k] for k in kinds], "advantages_grpo": [grpo_adv if k != "env" else 0.0 for k in kinds],
         "r_tool": r_tool, "r_sum": r_sum, "penalty": 0.0,
+        "fmt": 1.0, "name": 1.0, "key": 1.0, "value": r_tool, "parallel": 1.0,
     }
 
 
 def sample(step: int = 1) -> dict[str, Any]:
-    """Two rollouts: a perfect tool call with a poor summary (signs disagree), and the reverse."""
+    """Two prompt groups of two rollouts.
+
+    Group 0 (weather-001, single): a perfect tool call with a poor summary, and the reverse; R_tool
+    and R_sum disagree and GRPO's sign is the opposite of SLCA's on both tool segments (8 flips).
+    Group 1 (weather-002, parallel): one rollout good on both, one poor on both; no flips.
+    """
     return {"step": step, "estimator": "slca", "rollouts": [
         rollout("weather-001", tool_adv=0.8, sum_adv=-1.2, grpo_adv=-0.5, r_tool=1.0, r_sum=0.1),
-        rollout("weather-002", tool_adv=-0.7, sum_adv=0.9, grpo_adv=0.25, r_tool=0.4, r_sum=0.9, sample_idx=1),
+        rollout("weather-001", tool_adv=-0.7, sum_adv=0.9, grpo_adv=0.25, r_tool=0.4, r_sum=0.9, sample_idx=1),
+        rollout("weather-002", tool_adv=0.5, sum_adv=0.6, grpo_adv=0.7, r_tool=1.0, r_sum=0.8, sample_idx=2,
+                group=1, kind="parallel"),
+        rollout("weather-002", tool_adv=-0.5, sum_adv=-0.6, grpo_adv=-0.7, r_tool=0.2, r_sum=0.1, sample_idx=3,
+                group=1, kind="parallel"),
     ]}
 
 
@@ -116,6 +127,8 @@ def populate_store(uri: str, artifacts: Path, work: Path) -> dict[str, str]:
         client.log_param(run.info.run_id, "estimator", estimator)
         client.log_param(run.info.run_id, "seed", seed)
         client.log_metric(run.info.run_id, "indomain.success", success)
+        client.log_metric(run.info.run_id, "indomain.success.single", success)
+        client.log_metric(run.info.run_id, "indomain.success.parallel", success / 2)
         client.log_metric(run.info.run_id, "bfcl.overall_accuracy_non_live", success / 2)
         client.set_terminated(run.info.run_id)
     return ids

@@ -42,8 +42,7 @@ def test_token_kinds_follow_the_segment_masks():
 
 def test_tokens_html_escapes_tokens_and_colours_learned_tokens_only():
     row = rollout("p", 0.8, -1.2, -0.5, 1.0, 0.1)
-    scale = data.colour_scale(row)
-    assert scale == pytest.approx(1.2)
+    scale = 1.2
     page = data.tokens_html(row, "advantages", scale)
     assert "&lt;tool_call&gt;" in page and "<tool_call>" not in page
     assert " &amp; cloudy" in page and "&quot;get_weather&quot;" in page
@@ -54,31 +53,17 @@ def test_tokens_html_escapes_tokens_and_colours_learned_tokens_only():
     assert f"background:{data.advantage_colour(-1.2, 1.2)}" in page  # summary tokens: saturated red
     assert 'title="environment (masked)"' in page
     assert "\n" not in page  # one line, so markdown keeps it as a single HTML block
+    assert "slca-flip" not in page and data.FLIP_STYLE not in page
+    flips = [False] * len(TOOL) + [False] * len(ENV) + [True] + [False] * (len(SUMMARY) - 1)
+    outlined = data.tokens_html(row, "advantages", scale, flips)
+    assert outlined.count("slca-tok slca-summary slca-flip") == 1 and f".slca-flip{{{data.FLIP_STYLE}}}" in data.TOKEN_CSS
+    assert "summary · A=-1.2000 · sign differs from GRPO" in outlined
 
 
 def test_token_text_shows_whitespace_and_escapes_dollars():
     assert data.token_text("a\nb") == "a↵<br>b"
     assert data.token_text("$x$") == "&#36;x&#36;"
     assert data.token_text("") == "∅"
-
-
-def test_segment_summary_means_and_sign_disagreement():
-    summary = data.segment_summary(sample()["rollouts"][0])
-    tool, summ = summary.loc["tool"], summary.loc["summary"]
-    assert tool["tokens"] == len(TOOL) and summ["tokens"] == len(SUMMARY)
-    assert tool["mean A (estimator)"] == pytest.approx(0.8) and tool["mean A (GRPO)"] == pytest.approx(-0.5)
-    assert bool(tool["sign disagrees"]) and tool["disagreeing tokens"] == len(TOOL)
-    assert summ["mean A (estimator)"] == pytest.approx(-1.2)
-    assert not bool(summ["sign disagrees"]) and summ["disagreeing tokens"] == 0
-
-
-def test_segment_summary_of_a_summary_only_rollout():
-    row = rollout("p", 0.0, 0.4, 0.4, 0.0, 0.5)
-    for i in range(len(TOOL)):
-        row["tool_mask"][i], row["summary_mask"][i] = 0, 0
-    summary = data.segment_summary(row)
-    assert summary.loc["tool", "tokens"] == 0 and summary.loc["tool", "mean A (estimator)"] == 0.0
-    assert not bool(summary.loc["tool", "sign disagrees"])
 
 
 def test_mean_std_table_over_seeds():
@@ -119,7 +104,7 @@ def test_disk_samples_and_eval_reports(tmp_path):
     (tmp_path / "models" / "sft").mkdir()
     assert data.disk_sample_runs(tmp_path / "models") == {"slca-s0": folder}
     assert data.disk_sample_steps(folder) == [4]
-    assert data.load_disk_sample(folder, 4)["rollouts"][1]["prompt_id"] == "weather-002"
+    assert data.load_disk_sample(folder, 4)["rollouts"][2]["prompt_id"] == "weather-002"
     write_project(tmp_path)
     (tmp_path / "reports" / "eval" / "broken.json").write_text("{", encoding="utf-8")
     mlflow_run = data.RunRow("abc", "evaluate", "evaluate", "toolpo", "0", "FINISHED", 5, {"indomain.success": 0.9})
@@ -162,3 +147,26 @@ def test_missing_sqlite_store_is_one_clear_line(tmp_path, monkeypatch):
     with pytest.raises(data.StoreError, match="no tracking store at .*absent.db: run `make run` first"):
         data.list_runs(uri, "train")
     assert not (tmp_path / "absent.db").exists()  # reading never creates a store
+
+
+def test_run_comparison_frames_match_evaluations_to_train_runs():
+    def run(stage, estimator, seed, start, metrics=None):
+        return data.RunRow(f"{estimator}{seed}{start}", "r", stage, estimator, str(seed), "FINISHED", start,
+                           metrics or {})
+
+    train = [run("train", "slca", 0, 9), run("train", "grpo", 0, 8), run("train", "slca", 1, 7)]
+    assert [r.run_id for r in data.default_comparison(train)] == ["slca09", "grpo08"]
+    assert [r.run_id for r in data.default_comparison(train, limit=1)] == ["slca09"]
+    evaluations = [run("evaluate", "slca", 0, 1, {"indomain.success.single": 0.2}),
+                   run("evaluate", "slca", 0, 5, {"indomain.success.single": 0.6, "indomain.success.parallel": 0.4,
+                                                  "indomain.success": 0.5}),
+                   run("evaluate", "grpo", 0, 3, {"indomain.success.single": 0.3})]
+    frame = data.kind_success_frame(train, evaluations)
+    slca, grpo = train[0].label, train[1].label
+    assert list(frame.columns) == [slca, grpo] and list(frame.index) == ["parallel", "single"]
+    assert frame.loc["single", slca] == 0.6 and frame.loc["single", grpo] == 0.3  # the newest evaluation wins
+    assert math.isnan(frame.loc["parallel", grpo])
+    assert data.kind_success_frame(train[2:], evaluations).empty  # slca-s1 has no evaluation
+    finals = data.final_values_frame({"reward": {"a": [(1, 0.1), (2, 0.4)], "b": []}, "kl": {"a": [(2, 0.01)]}})
+    assert finals.loc["a", "reward"] == 0.4 and finals.loc["a", "kl"] == 0.01
+    assert math.isnan(finals.loc["b", "reward"])

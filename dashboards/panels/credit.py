@@ -1,18 +1,20 @@
-"""Credit attribution page: one rollout token by token, coloured by advantage, the active estimator
-next to GRPO, with a per-segment summary that flags sign disagreements."""
+"""Credit attribution page (the credit explorer): a whole prompt group at once, every rollout's tokens
+coloured by advantage on one scale per group, the active estimator, GRPO or both side by side, with
+the tokens whose sign differs between the two outlined and counted per segment."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
 from panels import common
 from slca import dashboard_data as data
+from slca import dashboard_groups as groups_data
 
 REQUIRED = ("tokens", "tool_mask", "summary_mask", "advantages", "advantages_grpo")
+ALL_KINDS = "all kinds"
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class SampleSource:
     estimator: str
     run_id: str | None
     folder: Path | None
+    num_generations: int = 4
 
 
 def sources(uri: str, paths: data.ProjectPaths) -> tuple[list[SampleSource], str | None]:
@@ -31,8 +34,10 @@ def sources(uri: str, paths: data.ProjectPaths) -> tuple[list[SampleSource], str
     disk = data.disk_sample_runs(paths.models)
     found = []
     for run in runs:
+        size = run.params.get("train.num_generations", "4")
         found.append(SampleSource(f"{run.label} · {run.status.lower()}", run.estimator, run.run_id,
-                                  disk.pop(f"{run.estimator}-s{run.seed}", None)))
+                                  disk.pop(f"{run.estimator}-s{run.seed}", None),
+                                  int(size) if size.isdigit() else 4))
     for name, folder in disk.items():
         found.append(SampleSource(f"{name} (disk: {folder})", name.rsplit("-s", 1)[0], None, folder))
     return found, error
@@ -47,47 +52,27 @@ def steps_of(uri: str, source: SampleSource) -> tuple[list[int], bool]:
     return (data.disk_sample_steps(source.folder) if source.folder else []), False
 
 
-def rollout_label(rollout: dict[str, Any], index: int) -> str:
-    rewards = " ".join(f"{k}={rollout[k]:+.3f}" for k in ("r_tool", "r_sum")
-                       if isinstance(rollout.get(k), (int, float)))
-    return f"#{index} · {rollout.get('prompt_id', '?')} · group {rollout.get('group', '?')} · {rewards}"
+def pick_groups(found: list[groups_data.RolloutGroup]) -> list[groups_data.RolloutGroup]:
+    """The filter row: task kind, only groups with sign flips, only groups whose rewards disagree."""
+    kind_column, flips_column, disagree_column = st.columns([2, 2, 3])
+    kind = kind_column.selectbox("Task kind", [ALL_KINDS, *groups_data.kinds_of(found)], key="credit_kind")
+    only_flips = flips_column.checkbox("only groups with sign flips", key="credit_only_flips")
+    only_disagreeing = disagree_column.checkbox("only groups where R_tool and R_sum disagree",
+                                                key="credit_only_disagree")
+    return groups_data.filter_groups(found, None if kind == ALL_KINDS else kind, only_flips, only_disagreeing)
 
 
-def render_rewards(rollout: dict[str, Any]) -> None:
-    keys = [k for k in ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel")
-            if isinstance(rollout.get(k), (int, float))]
-    for column, key in zip(st.columns(len(keys)) if keys else [], keys):
-        column.metric(key, f"{rollout[key]:.3f}")
-
-
-def highlight_disagreement(row: Any) -> list[str]:
-    colour = "background-color: #fde0dd" if row["sign disagrees"] else ""
-    return [colour] * len(row)
-
-
-def render_segments(rollout: dict[str, Any], estimator: str) -> None:
-    summary = data.segment_summary(rollout)
-    st.markdown("**Per-segment credit**")
-    st.dataframe(summary.style.apply(highlight_disagreement, axis=1).format(
-        {"mean A (estimator)": "{:+.4f}", "mean A (GRPO)": "{:+.4f}"}), width="stretch")
-    for segment, row in summary.iterrows():
-        if row["sign disagrees"]:
-            st.warning(f"sign disagreement on the {segment} segment: {estimator} gives "
-                       f"{row['mean A (estimator)']:+.4f}, GRPO gives {row['mean A (GRPO)']:+.4f}")
-
-
-def render_rollout(rollout: dict[str, Any], estimator: str) -> None:
-    render_rewards(rollout)
-    scale = data.colour_scale(rollout)
+def render_group(group: groups_data.RolloutGroup, estimator: str) -> None:
+    views = {estimator: ("advantages",), "GRPO": ("advantages_grpo",),
+             "side by side": ("advantages", "advantages_grpo")}
+    view = st.radio("Advantages", list(views), horizontal=True, key="credit_view",
+                    format_func=lambda v: f"{v} (active estimator)" if v == estimator else v)
+    scale = groups_data.group_scale(group)
     st.markdown(data.legend_html(scale), unsafe_allow_html=True)
-    left, right = st.columns(2)
-    with left:
-        st.markdown(f"**{estimator}** (active estimator)")
-        st.markdown(data.tokens_html(rollout, "advantages", scale), unsafe_allow_html=True)
-    with right:
-        st.markdown("**grpo** (same rollout, trajectory-level advantage)")
-        st.markdown(data.tokens_html(rollout, "advantages_grpo", scale), unsafe_allow_html=True)
-    render_segments(rollout, estimator)
+    st.markdown(groups_data.flip_summary_html(group), unsafe_allow_html=True)
+    st.markdown(groups_data.group_html(group, views[view], scale, estimator), unsafe_allow_html=True)
+    st.markdown("**Per rollout: rewards, mean advantage per segment, sign flips**")
+    st.table(groups_data.group_frame(group).reset_index().style.format(precision=3))  # static: paints fast
 
 
 def render(uri: str, paths: data.ProjectPaths) -> None:
@@ -98,24 +83,29 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         return
     if error:
         st.caption(error)
+    run_column, step_column = st.columns([3, 1])
     first_with_samples = next((i for i, s in enumerate(found) if steps_of(uri, s)[0]), 0)
-    source = st.selectbox("Train run", found, index=first_with_samples, format_func=lambda s: s.label,
-                          key="credit_run")
+    source = run_column.selectbox("Train run", found, index=first_with_samples, format_func=lambda s: s.label,
+                                  key="credit_run")
     steps, from_mlflow = steps_of(uri, source)
     if not steps:
         st.info(f"run {source.label} has no advantage samples yet (samples/step_NNNNNN.json)")
         return
-    step = st.selectbox("Step", steps, index=len(steps) - 1, key="credit_step")
+    step = step_column.selectbox("Step", steps, index=len(steps) - 1, key="credit_step")
     sample = (common.load_sample(uri, source.run_id, step) if from_mlflow
               else common.load_disk_sample(str(source.folder), step))
     rollouts = sample.get("rollouts") or []
     if not rollouts:
         st.info(f"step {step} of {source.label} holds no rollouts")
         return
-    index = st.selectbox("Rollout", range(len(rollouts)), format_func=lambda i: rollout_label(rollouts[i], i),
-                         key="credit_rollout")
-    missing = [k for k in REQUIRED if k not in rollouts[index]]
-    if missing:
-        st.error(f"step {step} of {source.label}: rollout {index} lacks {missing}; it was written by an older trainer")
+    stale = [i for i, r in enumerate(rollouts) if any(k not in r for k in REQUIRED)]
+    if stale:
+        st.error(f"step {step} of {source.label}: rollouts {stale} lack some of {list(REQUIRED)}; "
+                 "they were written by an older trainer")
         return
-    render_rollout(rollouts[index], str(sample.get("estimator") or source.estimator))
+    shown = pick_groups(groups_data.sample_groups(sample, source.num_generations))
+    if not shown:
+        st.info(f"no prompt group of step {step} matches the filters: clear them or pick another step")
+        return
+    group = st.selectbox("Prompt group", shown, format_func=lambda g: g.label, key="credit_group")
+    render_group(group, str(sample.get("estimator") or source.estimator))

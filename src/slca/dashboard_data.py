@@ -9,7 +9,7 @@ fixed when `slca dashboard` starts the app (`launch_command`, `launch_env`); vis
 
     runs = list_runs("sqlite:///mlflow.db", "train")
     sample = load_sample(uri, runs[0].run_id, sample_steps(uri, runs[0].run_id)[-1])
-    html = tokens_html(sample["rollouts"][0], "advantages", colour_scale(sample["rollouts"][0]))
+    html = tokens_html(sample["rollouts"][0], "advantages", scale=1.0)
 """
 
 from __future__ import annotations
@@ -243,13 +243,6 @@ def token_kind(rollout: Mapping[str, Any], index: int) -> str:
     return "env"
 
 
-def colour_scale(rollout: Mapping[str, Any], keys: Sequence[str] = ("advantages", "advantages_grpo")) -> float:
-    """Largest |advantage| on learned tokens under any of `keys`, so both views share one scale."""
-    learned = [i for i in range(len(rollout["tokens"])) if token_kind(rollout, i) != "env"]
-    values = [abs(float(rollout[key][i])) for key in keys if key in rollout for i in learned]
-    return max([v for v in values if math.isfinite(v)], default=0.0) or 1.0
-
-
 def advantage_colour(value: float, scale: float) -> str:
     """CSS colour on a white-centred diverging map: red < 0 < blue, saturated at |value| = scale."""
     strength = min(1.0, abs(value) / scale) if scale > 0 and math.isfinite(value) else 0.0
@@ -268,6 +261,11 @@ TOKEN_STYLE = {
     "summary": "border-bottom:3px dashed #542788;",
     "env": "background:#e6e6e6;color:#777777;font-style:italic;",
 }
+FLIP_STYLE = "outline:2px solid #111111;outline-offset:-1px;"  # sign differs between estimator and GRPO
+# Shared token styles as one style sheet: a group is thousands of spans, and short spans paint faster.
+TOKEN_CSS = ("<style>.slca-tok{padding:1px 0;margin:0 1px;white-space:pre-wrap;}"
+             + "".join(f".slca-{kind}{{{style}}}" for kind, style in TOKEN_STYLE.items())
+             + f".slca-flip{{{FLIP_STYLE}}}</style>")
 
 
 def token_text(token: str) -> str:
@@ -276,28 +274,31 @@ def token_text(token: str) -> str:
     return escaped.replace("\n", "↵<br>").replace("\t", "⇥") or "∅"
 
 
-def tokens_html(rollout: Mapping[str, Any], key: str, scale: float) -> str:
-    """One line of HTML: a span per token, its background the advantage under `key`."""
+def tokens_html(rollout: Mapping[str, Any], key: str, scale: float, flips: Sequence[bool] = ()) -> str:
+    """One line of HTML: a span per token, its background the advantage under `key`; `flips[i]` outlines token i.
+
+    Segment and flip styles come from the classes (`TOKEN_CSS`); only the colours are inline.
+    """
     spans = []
     for index, token in enumerate(rollout["tokens"]):
         kind = token_kind(rollout, index)
+        flipped = index < len(flips) and flips[index]
+        classes = f"slca-tok slca-{kind}" + (" slca-flip" if flipped else "")
+        if kind == "env":
+            spans.append(f'<span class="{classes}" title="environment (masked)">{token_text(token)}</span>')
+            continue
         value = float(rollout[key][index])
-        style = TOKEN_STYLE[kind]
-        if kind != "env":
-            style += f"background:{advantage_colour(value, scale)};color:{text_colour(value, scale)};"
-        title = f"{kind} · A={value:+.4f}" if kind != "env" else "environment (masked)"
-        spans.append(f'<span class="slca-tok slca-{kind}" title="{title}" style="{style}'
-                     f'padding:1px 0;margin:0 1px;white-space:pre-wrap;">{token_text(token)}</span>')
-    return ('<div class="slca-rollout" style="font-family:monospace;font-size:0.85rem;line-height:1.9;">'
-            + "".join(spans) + "</div>")
+        title = f"{kind} · A={value:+.4f}" + (" · sign differs from GRPO" if flipped else "")
+        spans.append(f'<span class="{classes}" title="{title}" style="background:{advantage_colour(value, scale)};'
+                     f'color:{text_colour(value, scale)}">{token_text(token)}</span>')
+    return "".join(spans)
 
 
 def legend_html(scale: float) -> str:
     """Colour and segment legend for the token view."""
-    swatches = [(f"A = {-scale:+.2f}", advantage_colour(-scale, scale)), ("A = 0", advantage_colour(0.0, scale)),
-                (f"A = {scale:+.2f}", advantage_colour(scale, scale))]
-    parts = [f'<span style="background:{c};padding:1px 6px;margin-right:4px;border:1px solid #ccc;">'
-             f"{html.escape(t)}</span>" for t, c in swatches]
+    swatches = [(f"A = {value:+.2f}" if value else "A = 0", value) for value in (-scale, 0.0, scale)]
+    parts = [f'<span style="background:{advantage_colour(v, scale)};color:{text_colour(v, scale)};padding:1px 6px;'
+             f'margin-right:4px;border:1px solid #ccc;">{html.escape(t)}</span>' for t, v in swatches]
     parts += [f'<span style="{TOKEN_STYLE["tool"]}margin-right:8px;">tool segment</span>',
               f'<span style="{TOKEN_STYLE["summary"]}margin-right:8px;">summary segment</span>',
               f'<span style="{TOKEN_STYLE["env"]}padding:1px 4px;">environment (masked)</span>']
@@ -306,26 +307,6 @@ def legend_html(scale: float) -> str:
 
 def sign(value: float, eps: float = 1e-9) -> int:
     return 0 if abs(value) <= eps else (1 if value > 0 else -1)
-
-
-def segment_summary(rollout: Mapping[str, Any]) -> pd.DataFrame:
-    """Per segment: token count, mean advantage under the estimator and GRPO, and sign disagreements.
-
-    `sign disagrees` is True when the two means have opposite non-zero signs; `disagreeing tokens`
-    counts tokens whose two advantages have opposite non-zero signs.
-    """
-    rows = []
-    for kind in ("tool", "summary"):
-        index = [i for i in range(len(rollout["tokens"])) if token_kind(rollout, i) == kind]
-        active = [float(rollout["advantages"][i]) for i in index]
-        grpo = [float(rollout["advantages_grpo"][i]) for i in index]
-        mean_active = statistics.fmean(active) if active else 0.0
-        mean_grpo = statistics.fmean(grpo) if grpo else 0.0
-        rows.append({"segment": kind, "tokens": len(index), "mean A (estimator)": mean_active,
-                     "mean A (GRPO)": mean_grpo,
-                     "sign disagrees": sign(mean_active) * sign(mean_grpo) < 0,
-                     "disagreeing tokens": sum(sign(a) * sign(g) < 0 for a, g in zip(active, grpo))})
-    return pd.DataFrame(rows).set_index("segment")
 
 
 def mean_std(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -438,3 +419,46 @@ def calibration_grid(report: Mapping[str, Any]) -> pd.DataFrame:
              **{k: v for k, v in (entry.get("metrics") or {}).items() if isinstance(v, (int, float))}}
             for entry in report.get("grid") or [] if isinstance(entry, Mapping)]
     return pd.DataFrame(rows)
+
+
+COMPARE_METRICS = ("reward", "credit/misattribution_rate", "rewards/r_tool/mean", "rewards/r_sum/mean",
+                   "rewards/success")
+KIND_SUCCESS_PREFIX = "indomain.success."
+
+
+def default_comparison(runs: Sequence[RunRow], limit: int = 4) -> list[RunRow]:
+    """The newest run of each estimator (runs come newest first), at most `limit`: e.g. slca-s0 vs grpo-s0."""
+    chosen: dict[str, RunRow] = {}
+    for run in runs:
+        chosen.setdefault(run.estimator, run)
+    return list(chosen.values())[:limit]
+
+
+def newest_eval(train: RunRow, evaluations: Sequence[RunRow]) -> RunRow | None:
+    """The newest evaluate run of the same estimator and seed as the train run."""
+    matching = [e for e in evaluations if (e.estimator, e.seed) == (train.estimator, train.seed)]
+    return max(matching, key=lambda e: e.start_time, default=None)
+
+
+def kind_success_frame(runs: Sequence[RunRow], evaluations: Sequence[RunRow]) -> pd.DataFrame:
+    """Rows = task kinds, columns = train run labels: in-domain success of the run's evaluation."""
+    columns = {}
+    for run in runs:
+        evaluation = newest_eval(run, evaluations)
+        if evaluation is not None:
+            columns[run.label] = {key[len(KIND_SUCCESS_PREFIX):]: value for key, value in evaluation.metrics.items()
+                                  if key.startswith(KIND_SUCCESS_PREFIX)}
+    frame = pd.DataFrame(columns).sort_index()
+    frame.index.name = "kind"
+    return frame
+
+
+def final_values_frame(histories: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]]) -> pd.DataFrame:
+    """{metric: {run label: [(step, value)]}} -> rows = run labels, columns = metrics, the last logged value."""
+    cells: dict[str, dict[str, float]] = {}
+    for metric, by_run in histories.items():
+        for label, points in by_run.items():
+            cells.setdefault(label, {})[metric] = points[-1][1] if points else float("nan")
+    frame = pd.DataFrame.from_dict(cells, orient="index")
+    frame.index.name = "run"
+    return frame

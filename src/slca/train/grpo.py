@@ -263,7 +263,8 @@ class SLCAGRPOTrainer(GRPOTrainer):
             ids = output["completion_ids"][row, :length].tolist()
             task = self._current_tasks[row]
             rollouts.append({
-                "prompt_id": task.get("id"), "group": int(credit["group_ids"][row]), "sample_idx": row,
+                "prompt_id": task.get("id"), "kind": task.get("kind"), "domain": task.get("domain"),
+                "group": int(credit["group_ids"][row]), "sample_idx": row,
                 "completion_ids": ids,
                 "tokens": [tokenizer.decode([token], skip_special_tokens=False) for token in ids],
                 "response_mask": credit["response_mask"][row, :length].int().tolist(),
