@@ -160,3 +160,12 @@ def test_a_stopped_experiment_is_reported_as_incomplete(tmp_path, mlflow_store):
     text = (tmp_path / "reports" / "exp.md").read_text()
     assert "**Incomplete: 1 planned run(s)" in text and "grpo-s1" in text
     assert "| slca | 2 |" in text and "| grpo | 1 |" in text
+
+
+def test_only_names_an_existing_group(tmp_path):
+    from slca.experiment import run_experiment
+
+    spec_path = write_spec(tmp_path)
+    (tmp_path / "params.yaml").write_text("{}")
+    with pytest.raises(ExperimentError, match=r"no group named \['nope'\]"):
+        run_experiment(spec_path, tmp_path / "params.yaml", only=["nope"], root=tmp_path)

@@ -157,12 +157,13 @@ def experiment(
     params: ParamsOption = Path("params.yaml"),
     lanes: Annotated[int | None, typer.Option(help="Jobs run side by side (default: the file's `lanes`).")] = None,
     report_only: Annotated[bool, typer.Option(help="Only rebuild the report from finished runs.")] = False,
+    only: Annotated[list[str] | None, typer.Option(help="Run only these groups (main or an ablation's name).")] = None,
 ) -> None:
     """The headline experiment: every estimator × seed from one SFT checkpoint, then reports/experiment.md."""
     from slca.experiment import run_experiment
 
     def _run() -> None:
-        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only)
+        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or ())
         for line in (numbers.get("verdict_lines") or []):
             typer.echo(line)
 

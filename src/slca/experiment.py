@@ -181,8 +181,8 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
 
 
 def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, lanes: int | None = None,
-                   report_only: bool = False, root: Path = Path(".")) -> dict[str, Any]:
-    """Run every job not already done, then write the report; returns the report's numbers."""
+                   report_only: bool = False, only: Sequence[str] = (), root: Path = Path(".")) -> dict[str, Any]:
+    """Run every job not already done (of the `only` groups, if given), then write the report."""
     from rich.progress import Progress
 
     from slca.eval.experiment_report import write_experiment_report
@@ -194,6 +194,11 @@ def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, 
     for group in groups:
         write_params(group)
     upstream, runs = jobs_for(groups, stamps)
+    unknown = sorted(set(only) - {group.name for group in groups})
+    if unknown:
+        raise ExperimentError(f"{spec_path}: no group named {unknown}; groups: {[g.name for g in groups]}")
+    if only:
+        runs = [job for job in runs if job.name.split("/", 1)[0] in set(only)]
     timings: dict[str, float] = {}
     if not report_only:
         lanes = int(lanes or spec.get("lanes", 2))
