@@ -1,11 +1,15 @@
-"""Prefect flow over the DVC pipeline: one task per DVC stage, one MLflow parent run.
+"""Prefect flow over the DVC pipeline: one task per DVC stage item, one MLflow parent run.
 
-DVC owns the DAG and caching; this flow owns running and scheduling. Each task runs
-`dvc repro --single-item <stage>` (a `matrix` stage runs all its items), so unchanged stages are
-skipped by DVC's own cache. The MLflow parent run id reaches every stage process through the
-environment (`SLCA_PARENT_RUN_ID`), so each stage's run nests under it.
+DVC owns the DAG and caching; this flow owns running, fan-out and scheduling. Each stage item
+(`synthesize`, …, `train@slca-0`, `train@grpo-0`, …) is one Prefect task: `dvc status` first (an
+unchanged item is skipped, so a rerun resumes where a failure stopped), then `dvc repro
+--single-item <item>`. Items of a matrix stage run `pipeline.max_parallel_items` at a time: above
+1 their commands run side by side and each is recorded with `dvc commit` (`slca.orchestration`).
+The MLflow parent run id reaches every stage process through `SLCA_PARENT_RUN_ID`, so each
+stage's run nests under it. At the end the comparison table becomes a Prefect markdown artifact
+and an artifact of the parent run, and `dvc push` sends the outputs to the default remote.
 
-    python flows/pipeline.py                   # ephemeral Prefect, whole pipeline
+    python flows/pipeline.py                   # ephemeral Prefect, or PREFECT_API_URL's server
     python flows/pipeline.py --stages synthesize calibrate
     python flows/pipeline.py --serve           # long-running deployment with a schedule
 """
@@ -14,96 +18,127 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import yaml
 from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
+from prefect.futures import as_completed
 
-from slca.config import load_params
-from slca.tracking import pipeline_run
+from slca import orchestration
+from slca.config import ParamsError, load_params
+from slca.orchestration import ServerUnreachable, StageFailed
+from slca.tracking import TrackingError, check_reachable, pipeline_run, resolve_tracking_uri
 
-
-class StageFailed(RuntimeError):
-    """A DVC stage exited non-zero."""
-
-
-def dvc_stages(dvc_file: Path = Path("dvc.yaml")) -> list[str]:
-    """Top-level stage names of dvc.yaml, in file order (which is the DAG order)."""
-    try:
-        stages = yaml.safe_load(dvc_file.read_text(encoding="utf-8"))["stages"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as error:
-        raise StageFailed(f"{dvc_file}: cannot read the stage list ({error})") from None
-    return list(stages)
+COMPARISON = Path("reports/comparison.md")
 
 
-def _stream_lines(stream: Any) -> Iterator[str]:
-    """Non-empty lines of a byte stream, ended by \n or \r, as soon as each is complete."""
-    pending = b""
-    while chunk := stream.read1(4096):
-        parts = re.split(rb"[\r\n]", pending + chunk)
-        pending = parts.pop()
-        yield from (part.decode("utf-8", "replace") for part in parts if part.strip())
-    if pending.strip():
-        yield pending.decode("utf-8", "replace")
+def dvc_stages() -> list[str]:
+    """Top-level stage names of dvc.yaml, in DAG order."""
+    return list(orchestration.stage_items())
 
 
-def _dvc_executable() -> str:
-    beside_python = Path(sys.executable).with_name("dvc")
-    return str(beside_python) if beside_python.exists() else (shutil.which("dvc") or "dvc")
-
-
-@task(retries=1, retry_delay_seconds=5, task_run_name="dvc-repro-{stage}")
-def repro_stage(stage: str, force: bool = False) -> str:
-    """Reproduce one DVC stage (retried once: a transient failure should not end the run)."""
+# No Prefect result caching: DVC decides what is up to date.
+@task(retries=1, retry_delay_seconds=5, task_run_name="{item}", cache_policy=NONE)
+def run_stage_item(item: str, force: bool = False, beside_others: bool = False) -> bool:
+    """Bring one stage item up to date; True when it ran, False when DVC found it unchanged."""
     logger = get_run_logger()
-    command = [_dvc_executable(), "repro", "--single-item", stage] + (["--force"] if force else [])
-    logger.info("running %s", " ".join(command))
-    # Stream the stage's output as it comes (split on \r too), so progress bars show live.
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env=os.environ.copy()) as process:
-        assert process.stdout is not None
-        for line in _stream_lines(process.stdout):
-            logger.info(line)
-        code = process.wait()
-    if code != 0:
-        raise StageFailed(f"stage {stage!r} failed with exit code {code}")
-    return stage
+    if not force and orchestration.is_up_to_date(item):
+        logger.info("%s is up to date; skipped", item)
+        return False
+    if beside_others:
+        orchestration.run_item_command(item, logger.info)
+        orchestration.commit_item(item)
+    else:
+        orchestration.repro_item(item, logger.info, force=force)
+    return True
+
+
+def _fan_out(items: list[str], limit: int, force: bool) -> list[str]:
+    """Run independent items `limit` at a time; returns those that ran. The first failure ends it."""
+    waiting, running, ran = list(items), {}, []
+    while waiting or running:
+        while waiting and len(running) < limit:
+            item = waiting.pop(0)
+            running[run_stage_item.submit(item, force=force, beside_others=True)] = item
+        finished = next(as_completed(list(running)))
+        item = running.pop(finished)
+        if finished.result():
+            ran.append(item)
+    return [item for item in items if item in ran]
+
+
+def _publish_comparison(parent_run_id: str) -> None:
+    """The comparison table as a markdown artifact of this flow run and an artifact of the MLflow parent run."""
+    if not COMPARISON.exists():
+        return
+    import mlflow
+
+    create_markdown_artifact(markdown=COMPARISON.read_text(encoding="utf-8"), key="slca-comparison",
+                             description="reports/comparison.md: every estimator, mean ± std over seeds")
+    mlflow.MlflowClient().log_artifact(parent_run_id, str(COMPARISON), "comparison")
+
+
+def _push(logger) -> None:
+    remote = orchestration.default_remote()
+    if remote is None:
+        logger.warning("pipeline.push is on but no default DVC remote is set (`dvc remote add -d`); not pushed")
+        return
+    logger.info("dvc push to %s: %s", remote, orchestration.push())
 
 
 @flow(name="slca-pipeline", log_prints=True)
 def slca_pipeline(params_path: str = "params.yaml", stages: list[str] | None = None,
                   force: bool = False) -> list[str]:
-    """Run the DVC stages in order under one MLflow parent run; returns the stages run."""
+    """Run the DVC stage items in order under one MLflow parent run; returns the items that ran."""
     params = load_params(params_path)
-    selected = stages or dvc_stages()
-    done: list[str] = []
+    limit = params.pipeline.max_parallel_items
+    groups = orchestration.expand(stages, orchestration.stage_items())
+    ran: list[str] = []
     with pipeline_run(params, name="pipeline") as parent:
         print(f"MLflow parent run {parent.info.run_id}")
-        for stage in selected:
-            done.append(repro_stage(stage, force=force))
-    return done
+        for items in groups:
+            if limit > 1 and len(items) > 1:
+                ran += _fan_out(items, limit, force)
+            else:
+                ran += [item for item in items if run_stage_item(item, force=force)]
+        skipped = [item for items in groups for item in items if item not in ran]
+        print(f"stages run: {', '.join(ran) or 'none'}; skipped (up to date): {', '.join(skipped) or 'none'}")
+        _publish_comparison(parent.info.run_id)
+        if params.pipeline.push:
+            _push(get_run_logger())
+    return ran
+
+
+def preflight(params_path: str) -> None:
+    """Fail in seconds, naming the URL, when the Prefect API or the MLflow server does not answer."""
+    from prefect.settings import PREFECT_API_URL
+
+    orchestration.check_prefect_api(os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value())
+    params = load_params(params_path)
+    check_reachable(resolve_tracking_uri(params.project.tracking_uri))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", default="params.yaml", help="Parameters file.")
-    parser.add_argument("--stages", nargs="*", default=None, help="Stages to run (default: all).")
+    parser.add_argument("--stages", nargs="*", default=None,
+                        help="Stages (or items such as train@slca-0) to run, in DAG order (default: all).")
     parser.add_argument("--force", action="store_true", help="Re-run stages even if unchanged.")
     parser.add_argument("--serve", action="store_true", help="Serve a scheduled deployment instead.")
     parser.add_argument("--cron", default="0 3 * * *", help="Schedule of the served deployment.")
     args = parser.parse_args(argv)
-    if args.serve:
-        slca_pipeline.serve(name="nightly", cron=args.cron,
-                            parameters={"params_path": args.params, "force": args.force})
-        return 0
     try:
+        preflight(args.params)
+        if args.serve:
+            slca_pipeline.serve(name="nightly", cron=args.cron,
+                                parameters={"params_path": args.params, "force": args.force})
+            return 0
         slca_pipeline(params_path=args.params, stages=args.stages, force=args.force)
+    except (ParamsError, TrackingError, ServerUnreachable, StageFailed) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:  # the flow already logged the details; end in one line
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
               file=sys.stderr)

@@ -100,10 +100,7 @@ def test_flow_main_reports_a_failing_stage_in_one_line(dvc_project, capsys):
 def test_stage_output_is_split_on_carriage_returns_for_live_progress():
     import io
 
-    sys.path.insert(0, str(REPO_ROOT / "flows"))
-    try:
-        from pipeline import _stream_lines
-    finally:
-        sys.path.pop(0)
+    from slca.orchestration import stream_lines as _stream_lines
+
     stream = io.BufferedReader(io.BytesIO(b"start\rbar 10%\rbar 100%\nlast line\n\ntail"))
     assert list(_stream_lines(stream)) == ["start", "bar 10%", "bar 100%", "last line", "tail"]

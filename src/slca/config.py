@@ -327,6 +327,14 @@ class AuditParams(Section):
     report_path: str = Field("reports/reward_audit.json", description="Where the audit report goes.")
 
 
+class PipelineParams(Section):
+    max_parallel_items: int = Field(
+        1, ge=1, description="Items of a matrix stage (train/evaluate per estimator x seed) the flow runs at once; "
+                             "1 = one after another under `dvc repro` (right for 2 cores)."
+    )
+    push: bool = Field(True, description="`dvc push` to the default DVC remote after a successful flow run.")
+
+
 class Params(Section):
     project: ProjectParams = Field(default_factory=ProjectParams, description="Seeds and tracking.")
     data: DataParams = Field(default_factory=DataParams, description="Task synthesis.")
@@ -339,6 +347,7 @@ class Params(Section):
     sft: SftParams = Field(default_factory=SftParams, description="SFT warm-up.")
     train: TrainParams = Field(default_factory=TrainParams, description="SLCA-GRPO training.")
     eval: EvalParams = Field(default_factory=EvalParams, description="Benchmark evaluation.")
+    pipeline: PipelineParams = Field(default_factory=PipelineParams, description="Orchestration (Prefect flow).")
 
 
 def _describe(error: ValidationError, path: Path) -> str:

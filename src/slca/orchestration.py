@@ -1,0 +1,188 @@
+"""DVC stage items as units of work, for the Prefect flow (`flows/pipeline.py`).
+
+A matrix stage (`train`, `evaluate`) expands into items (`train@slca-0`, `train@grpo-0`, …) that
+`dvc stage list` names; every other stage is one item. Each item is checked with `dvc status`
+first, so an unchanged item is skipped without starting its command, and a rerun after a failure
+resumes at the first item that is not up to date.
+
+Two ways to run an item:
+- `repro_item`: `dvc repro --single-item <item>` (the default; one item at a time, DVC's own lock);
+- `run_item_command` + `commit_item`: the item's command run directly, then `dvc commit` records
+  it in dvc.lock exactly as `dvc repro` would. Independent items of one matrix stage can run side
+  by side this way; every DVC call is serialised (`DVC_LOCK`), so DVC's repository lock is never
+  contended.
+
+    items = stage_items()                       # {"train": ["train@slca-0", ...], ...}
+    if not is_up_to_date("train@slca-0"): repro_item("train@slca-0", log)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+# One DVC command at a time from this process: items running side by side only share the lock here.
+DVC_LOCK = threading.Lock()
+DVC_NOISE = re.compile(r"^(ERROR: failed to reproduce|Running stage|> |Updating lock file|Generating lock file)")
+
+
+class StageFailed(RuntimeError):
+    """A DVC stage item (or a DVC command) exited non-zero; the message is one line."""
+
+
+class ServerUnreachable(RuntimeError):
+    """A server the pipeline needs does not answer; the message names its URL."""
+
+
+def dvc_executable() -> str:
+    beside_python = Path(sys.executable).with_name("dvc")
+    return str(beside_python) if beside_python.exists() else (shutil.which("dvc") or "dvc")
+
+
+def stage_env() -> dict[str, str]:
+    """The environment of stage commands: ours, with this interpreter's bin/ first on PATH.
+
+    A worker started as `.venv/bin/prefect worker start` has no activated venv, yet the stage
+    commands (`slca …`) must resolve to the same installation.
+    """
+    env = os.environ.copy()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def _dvc(*args: str) -> subprocess.CompletedProcess[str]:
+    with DVC_LOCK:
+        return subprocess.run([dvc_executable(), *args], capture_output=True, text=True, env=stage_env(),
+                              check=False)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def stage_items() -> dict[str, list[str]]:
+    """Top-level stage → its items, both in dvc.yaml order (file order is the DAG order)."""
+    listed = _dvc("stage", "list", "--name-only")
+    if listed.returncode != 0:
+        raise StageFailed(f"dvc.yaml: cannot list the stages ({_one_line(listed.stderr + listed.stdout)})")
+    items: dict[str, list[str]] = {}
+    for name in listed.stdout.split():
+        items.setdefault(name.split("@", 1)[0], []).append(name)
+    return items
+
+
+def expand(selected: list[str] | None, items: dict[str, list[str]]) -> list[list[str]]:
+    """Requested stages (top-level names or single items) → groups of items, in DAG order."""
+    if not selected:
+        return list(items.values())
+    known = {item for group in items.values() for item in group}
+    unknown = [name for name in selected if name not in items and name not in known]
+    if unknown:
+        raise StageFailed(f"dvc.yaml has no stage {unknown[0]!r} (stages: {', '.join(items)})")
+    return [items.get(name, [name]) for name in selected]
+
+
+def is_up_to_date(item: str) -> bool:
+    """True when `dvc status` reports nothing changed for this item (deps, params, outs)."""
+    status = _dvc("status", "--json", item)
+    if status.returncode != 0:
+        raise StageFailed(f"dvc status {item}: {_one_line(status.stderr + status.stdout)}")
+    return not json.loads(status.stdout or "{}").get(item)
+
+
+def stream_lines(stream: Any) -> Iterator[str]:
+    """Non-empty lines of a byte stream, ended by \n or \r, as soon as each is complete."""
+    pending = b""
+    while chunk := stream.read1(4096):
+        parts = re.split(rb"[\r\n]", pending + chunk)
+        pending = parts.pop()
+        yield from (part.decode("utf-8", "replace") for part in parts if part.strip())
+    if pending.strip():
+        yield pending.decode("utf-8", "replace")
+
+
+def _run_streamed(item: str, command: list[str] | str, log: Callable[[str], None], cwd: str | None = None) -> None:
+    """Run a command, logging each output line live; a failure names the item and its last error line."""
+    tail: deque[str] = deque(maxlen=20)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=stage_env(),
+                          cwd=cwd, shell=isinstance(command, str)) as process:
+        assert process.stdout is not None
+        for line in stream_lines(process.stdout):
+            log(line)
+            tail.append(line.strip())
+        code = process.wait()
+    if code != 0:
+        own = [line for line in tail if not DVC_NOISE.match(line)]
+        reason = (own or list(tail) or [""])[-1]
+        raise StageFailed(f"stage {item!r} failed with exit code {code}" + (f": {reason}" if reason else ""))
+
+
+def repro_item(item: str, log: Callable[[str], None], force: bool = False) -> None:
+    """`dvc repro --single-item <item>` (holds DVC's lock for the whole run)."""
+    command = [dvc_executable(), "repro", "--single-item", item] + (["--force"] if force else [])
+    log("running " + " ".join(command))
+    with DVC_LOCK:
+        _run_streamed(item, command, log)
+
+
+def run_item_command(item: str, log: Callable[[str], None]) -> None:
+    """Run an item's own command outside DVC, as `dvc repro` would (shell, wdir, outs cleared)."""
+    from dvc.repo import Repo
+
+    with DVC_LOCK, Repo(os.getcwd()) as repo:
+        (stage,) = repo.stage.collect(item)
+        command, wdir = stage.cmd, stage.wdir
+        cleared = [Path(out.fs_path) for out in stage.outs if not out.persist]
+    for path in cleared:  # dvc repro removes non-persistent outputs before running the command
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    log(f"running {command!r} (outside dvc repro; committed after)")
+    _run_streamed(item, command, log, cwd=wdir)
+
+
+def commit_item(item: str) -> None:
+    """Record an item that ran outside `dvc repro` in dvc.lock and the cache."""
+    committed = _dvc("commit", "--force", item)
+    if committed.returncode != 0:
+        raise StageFailed(f"dvc commit {item}: {_one_line(committed.stderr + committed.stdout)}")
+
+
+def default_remote() -> str | None:
+    """Name of the default DVC remote (`core.remote`), or None when there is none."""
+    found = _dvc("config", "core.remote")
+    name = found.stdout.strip() if found.returncode == 0 else ""
+    return name or None
+
+
+def push() -> str:
+    """`dvc push` to the default remote; returns DVC's summary line."""
+    pushed = _dvc("push")
+    if pushed.returncode != 0:
+        raise StageFailed(f"dvc push: {_one_line(pushed.stderr + pushed.stdout)}")
+    return _one_line(pushed.stdout) or "pushed"
+
+
+def check_prefect_api(url: str | None, timeout_s: float = 3.0) -> None:
+    """Fail fast with one line when a configured Prefect API does not answer its health check."""
+    if not url:
+        return
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as response:  # noqa: S310
+            response.read(16)
+    except (urllib.error.URLError, OSError, TimeoutError) as error:
+        reason = getattr(error, "reason", error)
+        raise ServerUnreachable(
+            f"Prefect API {url} is unreachable ({reason}); start `prefect server start` or unset "
+            "PREFECT_API_URL to run on an ephemeral server"
+        ) from None
