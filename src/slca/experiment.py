@@ -80,7 +80,7 @@ def read_spec(path: Path) -> dict[str, Any]:
         spec = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise ExperimentError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
-    unknown = sorted(set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes"})
+    unknown = sorted(set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes", "discussion"})
     if unknown:
         raise ExperimentError(f"{path}: unknown keys {unknown}")
     return spec
@@ -224,4 +224,5 @@ def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, 
                 raise ExperimentError(f"{len(failures)} job(s) failed; first: {failures[0]}")
     report_path = root / spec.get("report", f"reports/{name}.md")
     return write_experiment_report(groups, report_path, threshold_gain=float(spec.get("threshold_gain", 0.05)),
-                                   timings=timings, stamps=stamps, notes=list(spec.get("notes") or []))
+                                   timings=timings, stamps=stamps, notes=list(spec.get("notes") or []),
+                                   discussion=list(spec.get("discussion") or []))

@@ -32,7 +32,8 @@ LABELS = {"success": "Success", "process": "Process", "name_f1": "Name-F1", "arg
 TABLE_METRICS = ("success", "process", "name_f1", "arg_match", "r_sum", "no_call_accuracy", "calls",
                  "redundant_calls", "bfcl", "bfcl_irrelevance", "tau2")
 PAIRED_METRICS = ("success", "process", "name_f1", "arg_match", "r_sum", "no_call")
-CURVES = {"val/success": "Validation Success (greedy)", "rewards/r_tool/mean": "R_tool (rollouts)",
+CURVES = {"val/success": "Validation Success (greedy)", "val/process": "Validation Process (greedy)",
+          "rewards/r_tool/mean": "R_tool (rollouts)",
           "rewards/r_sum/mean": "R_sum (rollouts)", "credit/misattribution_rate": "Misattribution rate",
           "credit/corr_r_tool_r_sum": "corr(R_tool, R_sum)"}
 BOOTSTRAP_SAMPLES = 2000
@@ -199,7 +200,8 @@ def paired_table(data: Mapping[str, Any], reference: str) -> tuple[list[str], di
 
 def curve_section(data: Mapping[str, Any], threshold_gain: float) -> tuple[list[str], dict[str, Any]]:
     lines = ["| estimator | val Success at step 0 | at the last step | steps to start + "
-             f"{threshold_gain:.2f} | mean misattribution | mean corr(R_tool, R_sum) |", "|---|---|---|---|---|---|"]
+             f"{threshold_gain:.2f} | val Process at step 0 | at the last step | mean misattribution "
+             "| mean corr(R_tool, R_sum) |", "|---|---|---|---|---|---|---|---|"]
     found: dict[str, Any] = {}
     for estimator, runs in data["runs"].items():
         steps, values = mean_curve([r["history"] for r in runs], "val/success")
@@ -210,10 +212,12 @@ def curve_section(data: Mapping[str, Any], threshold_gain: float) -> tuple[list[
                         if "credit/misattribution_rate" in r])[0]
         corr = mean_std([r.get("credit/corr_r_tool_r_sum", math.nan) for run in runs for r in run["history"]
                          if "credit/corr_r_tool_r_sum" in r])[0]
+        _, process = mean_curve([r["history"] for r in runs], "val/process")
+        p_start, p_last = (process[0], process[-1]) if process else (math.nan, math.nan)
         found[estimator] = {"start": start, "last": last, "steps_to_threshold": reach, "misattribution": mis,
-                            "corr": corr}
+                            "corr": corr, "process_start": p_start, "process_last": p_last}
         lines.append(f"| {estimator} | {fmt(start)} | {fmt(last)} | {reach if reach is not None else 'not reached'}"
-                     f" | {fmt(mis)} | {fmt(corr)} |")
+                     f" | {fmt(p_start)} | {fmt(p_last)} | {fmt(mis)} | {fmt(corr)} |")
     return lines, found
 
 
@@ -223,8 +227,13 @@ def plot_curves(data: Mapping[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.6))
-    for ax, (key, title) in zip(axes, CURVES.items(), strict=True):
+    columns = 3
+    rows = -(-len(CURVES) // columns)
+    fig, grid = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.4 * rows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(CURVES):]:
+        ax.set_visible(False)
+    for ax, (key, title) in zip(axes, CURVES.items(), strict=False):
         for estimator, runs in data["runs"].items():
             steps, values = mean_curve([r["history"] for r in runs], key)
             if steps:
@@ -326,7 +335,7 @@ def verdict(paired: Mapping[str, Any]) -> list[str]:
 
 def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain: float = 0.05,
                             timings: Mapping[str, float] | None = None, stamps: Path | None = None,
-                            notes: Sequence[str] = ()) -> dict[str, Any]:
+                            notes: Sequence[str] = (), discussion: Sequence[str] = ()) -> dict[str, Any]:
     """reports/experiment.md and its figures from the groups' finished runs; returns the numbers."""
     main = groups[0]
     data = collect(main.params)
@@ -384,7 +393,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         lines.append("")
     lines += ["## Does the paper's direction reproduce here?", "",
               "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
-              *verdict(paired), ""]
+              *verdict(paired), "", *discussion, ""]
     try:
         runs = mlflow_runs(main.params)
         lines += ["## MLflow runs", "", "| run | MLflow run id | status |", "|---|---|---|",
