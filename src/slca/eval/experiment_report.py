@@ -375,11 +375,12 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         lines += ["## Ablations", "",
                   "SLCA − GRPO on the same test tasks, per setting (every setting that was run). A setting that "
                   "trains only SLCA is paired with the main setting's GRPO runs (same SFT checkpoint and seeds).",
-                  "", "| setting | SLCA Success | GRPO Success | SLCA − GRPO Success [95 %] | SLCA − GRPO Process [95 %] "
-                  "| SLCA − GRPO No-call acc. [95 %] | SLCA BFCL irrel. |", "|---|---|---|---|---|---|---|"]
+                  "", "| setting | runs SLCA/GRPO | SLCA Success | GRPO Success | SLCA − GRPO Success [95 %] "
+                  "| SLCA − GRPO Process [95 %] | SLCA − GRPO No-call acc. [95 %] | SLCA BFCL irrel. |",
+                  "|---|---|---|---|---|---|---|---|"]
         for group in groups:
             group_data = data if group is main else collect(group.params)
-            if "grpo" not in group_data["runs"] and "grpo" in data["runs"]:
+            if "grpo" not in group.params.train.estimators and "grpo" in data["runs"]:
                 group_data = {**group_data, "runs": {**group_data["runs"], "grpo": data["runs"]["grpo"]}}
             _, found = paired_table(group_data, "slca")
             ablations[group.name] = found
@@ -387,7 +388,8 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
                     for e, runs in group_data["runs"].items()}
             cells = ["—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
                      for v in (found.get("grpo.success"), found.get("grpo.process"), found.get("grpo.no_call"))]
-            lines.append(f"| {group.label} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
+            counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in ("slca", "grpo"))
+            lines.append(f"| {group.label} | {counts} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
                          f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} | " + " | ".join(cells)
                          + f" | {fmt(stat.get('slca', {}).get('bfcl_irrelevance', math.nan))} |")
         lines.append("")
