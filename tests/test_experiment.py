@@ -81,6 +81,7 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     ("overrides: {nosuch.key: 1}", "no section 'nosuch'"),
     ("bogus: 1", "unknown keys"),
     ("overrides: [", "not valid YAML"),
+    ("overrides: {train.max_steps: 0}", "validation error"),
 ])
 def test_a_malformed_spec_is_named(tmp_path, text, message):
     path = tmp_path / "bad.yaml"

@@ -11,8 +11,9 @@ message names the file and the key path (the CLI turns it into exit code 2).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -369,6 +370,25 @@ def parse_params(raw: object, path: Path | str = "params.yaml") -> Params:
         return Params.model_validate(raw)
     except ValidationError as error:
         raise ParamsError(_describe(error, path)) from None
+
+
+def with_overrides(params: Params, overrides: Mapping[str, Any], source: str = "override") -> Params:
+    """params with dotted-key overrides (`train.max_steps: 20`) applied, validated again as a whole.
+
+    An unknown section or key raises ParamsError naming `source` and the key.
+    """
+    raw = params.model_dump(mode="json")
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = str(dotted).split(".")
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                raise ParamsError(f"{source} {dotted!r}: no section {key!r}")
+            node = node[key]
+        if leaf not in node:
+            raise ParamsError(f"{source} {dotted!r}: no key {leaf!r}")
+        node[leaf] = value
+    return Params.model_validate(raw)
 
 
 def load_params(path: Path | str = DEFAULT_PARAMS_PATH) -> Params:

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from slca.config import Params, load_params
+from slca.config import Params, ParamsError, load_params, with_overrides
 
 
 class ExperimentError(RuntimeError):
@@ -55,18 +56,12 @@ class Job:
 
 
 def apply_overrides(params: Params, overrides: Mapping[str, Any], source: str) -> Params:
-    raw = params.model_dump(mode="json")
-    for dotted, value in overrides.items():
-        node = raw
-        *parents, leaf = str(dotted).split(".")
-        for key in parents:
-            if not isinstance(node.get(key), dict):
-                raise ExperimentError(f"{source}: override {dotted!r} names no section {key!r}")
-            node = node[key]
-        if leaf not in node:
-            raise ExperimentError(f"{source}: override {dotted!r} names no key {leaf!r}")
-        node[leaf] = value
-    return Params.model_validate(raw)
+    try:
+        return with_overrides(params, overrides, f"{source}: override")
+    except ValidationError as error:
+        raise ExperimentError(f"{source}: {str(error).splitlines()[0]}: {str(error).splitlines()[-1].strip()}") from None
+    except ParamsError as error:
+        raise ExperimentError(str(error)) from None
 
 
 def params_hash(params: Params) -> str:

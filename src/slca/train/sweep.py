@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca.config import Params
+from slca.config import Params, with_overrides
 
 METRICS = ("success", "name_f1", "arg_match", "well_formed_calls", "process", "no_call_accuracy")
 LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch",
@@ -29,18 +29,7 @@ LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch",
 
 def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
     """params with dotted-key overrides applied, validated again as a whole."""
-    raw = params.model_dump(mode="json")
-    for dotted, value in overrides.items():
-        node = raw
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            if key not in node:
-                raise ValueError(f"sweep override {dotted!r}: no section {key!r}")
-            node = node[key]
-        if leaf not in node:
-            raise ValueError(f"sweep override {dotted!r}: no key {leaf!r}")
-        node[leaf] = value
-    return Params.model_validate(raw)
+    return with_overrides(params, overrides, "sweep override")
 
 
 def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
