@@ -395,7 +395,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         lines.append("")
     lines += ["## Does the paper's direction reproduce here?", "",
               "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
-              *verdict(paired), "", *discussion, ""]
+              *verdict(paired), "", *(line for paragraph in discussion for line in (paragraph, ""))]
     try:
         runs = mlflow_runs(main.params)
         lines += ["## MLflow runs", "", "| run | MLflow run id | status |", "|---|---|---|",
