@@ -65,7 +65,8 @@ def evaluate(node: ast.AST) -> float:
 
 @tool(D, "calculate", "Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, log, "
       "sin, cos, abs, round, min, max, pi, e).",
-      params({"expression": string("Expression such as '(12.5 + 7) * 3 / 2'.", minLength=1, maxLength=200),
+      params({"expression": string("Expression such as '(12.5 + 7) * 3 / 2'.", minLength=1, maxLength=200,
+                                   pattern=r"^[0-9A-Za-z_\s+\-*/%^().,]+$"),
               "precision": integer("Decimal places to round the result to; defaults to 6.", 0, 12)},
              ["expression"]),
       obj({"expression": string(), "result": number()}))
