@@ -25,12 +25,12 @@ import shutil
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from slca.tracking import unreachable_reason
 
 # One DVC command at a time from this process: items running side by side only share the lock here.
 DVC_LOCK = threading.Lock()
@@ -177,12 +177,9 @@ def check_prefect_api(url: str | None, timeout_s: float = 3.0) -> None:
     """Fail fast with one line when a configured Prefect API does not answer its health check."""
     if not url:
         return
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as response:  # noqa: S310
-            response.read(16)
-    except (urllib.error.URLError, OSError, TimeoutError) as error:
-        reason = getattr(error, "reason", error)
+    reason = unreachable_reason(url, timeout_s)
+    if reason is not None:
         raise ServerUnreachable(
             f"Prefect API {url} is unreachable ({reason}); start `prefect server start` or unset "
             "PREFECT_API_URL to run on an ephemeral server"
-        ) from None
+        )

@@ -38,16 +38,22 @@ def resolve_tracking_uri(configured: str | None = None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def unreachable_reason(base_url: str, timeout_s: float = 3.0) -> str | None:
+    """Why `<base_url>/health` does not answer (None when it does); MLflow and Prefect both serve it."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s) as response:  # noqa: S310
+            response.read(16)
+    except (urllib.error.URLError, OSError, TimeoutError) as error:
+        return str(getattr(error, "reason", error))
+    return None
+
+
 def check_reachable(uri: str, timeout_s: float = 3.0) -> None:
     """Fail fast with one line when an http(s) tracking server does not answer."""
     if not uri.startswith(("http://", "https://")):
         return
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - user URI
-            response.read(16)
-    except (urllib.error.URLError, OSError, TimeoutError) as error:
-        reason = getattr(error, "reason", error)
+    reason = unreachable_reason(uri, timeout_s)
+    if reason is not None:
         raise TrackingError(
             f"MLflow tracking server {uri} is unreachable ({reason}); start it or set "
             "MLFLOW_TRACKING_URI / project.tracking_uri to a reachable store"
