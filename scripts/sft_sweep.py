@@ -49,10 +49,21 @@ CONFIGS: dict[str, dict] = {
     "copy50-2000": {**V8K, "sft.max_steps": 2000, "sft.copy_augment": 0.5},
     "words-copy50-2000": {**V8K, "sft.max_steps": 2000, "sft.copy_augment": 0.5,
                           "policy.tiny.pretokenizer": "words"},
+    # Qwen2's split makes 76 % of copyable test values different tokens in request and call
+    "wordsp-2000": {**V8K, "sft.max_steps": 2000, "policy.tiny.pretokenizer": "wordsp", "sft.threads": 2},
+    # with the values the same tokens: does copying come earlier with forced copying, or a higher rate?
+    "wordsp-copy50-2000": {**V8K, "sft.max_steps": 2000, "policy.tiny.pretokenizer": "wordsp",
+                           "sft.copy_augment": 0.5},
+    "wordsp-lr4-2000": {**V8K, "sft.max_steps": 2000, "policy.tiny.pretokenizer": "wordsp",
+                        "sft.learning_rate": 0.004},
+    # exp-9000 with the wordsp split, alone on both cores, evaluated along the way: where does it flatten?
+    "wordsp-9000": {**V8K, "sft.max_steps": 9000, "sft.n_examples": 3000, "sft.threads": 2, "sft.max_length": 3072,
+                    "policy.tiny.pretokenizer": "wordsp", "sweep.eval_at": [1500, 3000, 4500, 6000, 7500]},
 }
 # Longest first, so the two lanes finish together.
 RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
-             "copy50-2000", "words-copy50-2000"]
+             "copy50-2000", "words-copy50-2000", "wordsp-2000",
+             "wordsp-copy50-2000", "wordsp-lr4-2000", "wordsp-9000"]
 
 
 def run_one(name: str) -> int:

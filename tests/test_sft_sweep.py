@@ -29,3 +29,43 @@ def test_report_lists_every_configuration(tmp_path):
     assert "| a | — | 2.5 | 0.00 M | ? | 990 (10) | 1.500 | 0.000 |" in text
     assert "| b | max_steps=2000 | 7.0 |" in text and "python scripts/sft_sweep.py" in text
     assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_run_with_curve_points_gets_its_own_table_and_line(tmp_path):
+    val = {"success": 0.1, "name_f1": 0.5, "arg_match": 0.2, "well_formed_calls": 0.9, "process": 0.6,
+           "no_call_accuracy": 1.0}
+    results = [{"name": "long", "overrides": {"sft.max_steps": 900, "sweep.eval_at": [300, 600]},
+                "sft_minutes": 9.0, "sft": {"sft_examples": 10, "sft_dropped_too_long": 0, "sft_final_loss": 1.0},
+                "val": val, "curve": [{"step": 300, "sft_minutes": 3.0, "val": {**val, "name_f1": 0.2}},
+                                      {"step": 600, "sft_minutes": 6.0, "val": {**val, "name_f1": 0.4}},
+                                      {"step": 900, "sft_minutes": 9.0, "val": val}]}]
+    text = markdown(results, "cmd")
+    assert "## Along one run: long" in text
+    assert "| 300 | 3.0 | 0.100 | 0.200 |" in text and "| 900 | 9.0 | 0.100 | 0.500 |" in text
+    assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_curve_points_are_taken_at_the_asked_steps_with_evaluation_time_left_out(tmp_path, monkeypatch):
+    import time
+    from types import SimpleNamespace
+
+    from slca.eval import indomain
+    from slca.train.sweep import CurvePoints
+
+    calls = []
+
+    def fake_evaluate(model, tokenizer, tasks, params):
+        calls.append(params.eval.n_test)
+        time.sleep(0.05)
+        return {"metrics": {"name_f1": 0.5}}
+
+    monkeypatch.setattr(indomain, "evaluate_policy", fake_evaluate)
+    model = SimpleNamespace(eval=lambda: None, train=lambda: None)
+    curve = CurvePoints([2, 4], [{}, {}, {}], Params())
+    curve.on_train_begin(None, None, None)
+    for step in range(1, 7):
+        curve.on_step_end(None, SimpleNamespace(global_step=step, max_steps=4), None, model=model,
+                          processing_class=None)
+    assert [p["step"] for p in curve.points] == [2] and calls == [3]  # step 4 is the run's final evaluation
+    assert curve.eval_seconds >= 0.05 and curve.points[0]["sft_minutes"] < 0.05 / 60
+    assert curve.points[0]["val"]["name_f1"] == 0.5

@@ -105,7 +105,12 @@ def _strip_special(text: str) -> str:
 
 #: words, single digits, punctuation runs and whitespace runs, each its own piece
 WORDS_PRETOKENIZE_REGEX = r"""\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"""
-PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKENIZE_REGEX}
+#: the same, but a punctuation run keeps one space after it (`": "`, `", "`, `. `): the tool JSON
+#: costs about half the extra tokens of "words", and a value is still the same tokens in the
+#: request and in the call (94 % of copyable test values, against 24 % with Qwen2's split)
+WORDSP_PRETOKENIZE_REGEX = r"""\p{L}+|\p{N}|[^\s\p{L}\p{N}]+ ?|\s+"""
+PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKENIZE_REGEX,
+                       "wordsp": WORDSP_PRETOKENIZE_REGEX}
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from slca.config import Params, with_overrides
 
 METRICS = ("success", "name_f1", "arg_match", "well_formed_calls", "process", "no_call_accuracy")
@@ -32,28 +34,79 @@ def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
     return with_overrides(params, overrides, "sweep override")
 
 
+#: a configuration key that is not a param: steps at which the live policy is also evaluated
+EVAL_AT = "sweep.eval_at"
+
+
+class CurvePoints(TrainerCallback):
+    """Evaluates the live policy on the validation tasks at given steps of one SFT run.
+
+    Each point records the step and the SFT minutes spent so far, evaluation time excluded (the
+    callback keeps its own clock, and the run's SFT minutes are reported without it). Under the
+    cosine schedule an intermediate point is not annealed, so it understates what a run of that
+    length would reach.
+    """
+
+    def __init__(self, steps: Sequence[int], val: Sequence[Mapping[str, Any]], params: Params) -> None:
+        self.steps, self.val, self.params = sorted(set(int(s) for s in steps)), list(val), params
+        self.points: list[dict[str, Any]] = []
+        self.eval_seconds = 0.0
+        self.started = 0.0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, processing_class: Any = None,
+                    **_: Any) -> None:
+        step = int(state.global_step)
+        if step not in self.steps or step >= state.max_steps:  # the final point is the run's own evaluation
+            return
+        import torch
+
+        from slca.eval.indomain import evaluate_policy
+
+        began = time.perf_counter()
+        minutes = (began - self.started - self.eval_seconds) / 60
+        model.eval()
+        with torch.no_grad():
+            result = evaluate_policy(model, processing_class, self.val,
+                                     apply_overrides(self.params, {"eval.n_test": len(self.val)}))
+        model.train()
+        self.eval_seconds += time.perf_counter() - began
+        self.points.append({"step": step, "sft_minutes": round(minutes, 2),
+                            "val": {key: result["metrics"].get(key, 0.0) for key in METRICS}})
+
+
 def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
                results_dir: Path) -> dict[str, Any]:
     """SFT under one configuration (model in `<out_dir>/<name>`), then its validation metrics,
-    written to `<results_dir>/<name>.json`."""
+    written to `<results_dir>/<name>.json`. `sweep.eval_at: [steps]` adds curve points along the run."""
     from slca.eval.indomain import evaluate_policy
     from slca.train.policy import read_tasks
     from slca.train.sft import cpu_threads, save_atomically, train_sft
 
+    overrides = dict(overrides)
+    eval_at = overrides.pop(EVAL_AT, [])
     # two runs share the 2 cores: one thread each, unless a configuration runs alone and says otherwise
     params = apply_overrides(params, {"sft.threads": 1, **overrides, "sft.out_dir": str(out_dir / name)})
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
     val = read_tasks(Path(params.data.out_dir) / "val.jsonl")[:n_val]
-    model, tokenizer, sft_metrics = train_sft(params, tasks)
+    curve = CurvePoints(eval_at, val, params)
+    model, tokenizer, sft_metrics = train_sft(params, tasks, callbacks=[curve] if eval_at else [])
+    sft_seconds = sft_metrics["sft_seconds"] - curve.eval_seconds
     save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
     started = time.perf_counter()
     with cpu_threads(1):
         evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}))
-    result = {"name": name, "overrides": dict(overrides), "sft": sft_metrics,
-              "sft_minutes": round(sft_metrics["sft_seconds"] / 60, 2),
-              "eval_seconds": round(time.perf_counter() - started, 1),
-              "val": {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n")},
-              "per_kind": evaluation["per_kind"]}
+    val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n")}
+    result = {"name": name, "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
+              "sft": sft_metrics, "sft_minutes": round(sft_seconds / 60, 2),
+              "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
+              "val": val_metrics, "per_kind": evaluation["per_kind"]}
+    if eval_at:
+        final = {"step": int(sft_metrics["sft_steps"]), "sft_minutes": result["sft_minutes"],
+                 "val": {key: val_metrics[key] for key in METRICS}}
+        result["curve"] = [*curve.points, final]
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     return result
@@ -88,6 +141,18 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
                  *(f"{r['val'].get(m, 0.0):.3f}" for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "![SFT sweep](sft_sweep.png)", ""]
+    for r in results:
+        if not r.get("curve"):
+            continue
+        lines += [f"## Along one run: {r['name']}", "",
+                  "The live policy evaluated on the same validation tasks at these steps of the one run (the "
+                  "cosine schedule has not annealed at an intermediate point, so it understates a run of that "
+                  "length); SFT minutes exclude the evaluations.", "",
+                  "| step | SFT min | " + " | ".join(LABELS[m] for m in METRICS) + " |",
+                  "|" + "---|" * (2 + len(METRICS))]
+        lines += [f"| {p['step']} | {p['sft_minutes']:.1f} | " + " | ".join(f"{p['val'].get(m, 0.0):.3f}"
+                                                                       for m in METRICS) + " |" for p in r["curve"]]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -100,6 +165,9 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig, axes = plt.subplots(1, 4, figsize=(16, 4))
     for ax, metric in zip(axes, ("success", "name_f1", "arg_match", "well_formed_calls"), strict=True):
         for r in results:
+            if r.get("curve"):  # checkpoints along one run, joined
+                ax.plot([p["sft_minutes"] for p in r["curve"]], [p["val"].get(metric, 0.0) for p in r["curve"]],
+                        marker=".", linewidth=1, alpha=0.7)
             ax.scatter(r["sft_minutes"], r["val"].get(metric, 0.0))
             ax.annotate(r["name"], (r["sft_minutes"], r["val"].get(metric, 0.0)), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
