@@ -4,7 +4,9 @@ DVC owns the DAG and caching; this flow owns running, fan-out and scheduling. Ea
 (`synthesize`, …, `train@slca-0`, `train@grpo-0`, …) is one Prefect task: `dvc status` first (an
 unchanged item is skipped, so a rerun resumes where a failure stopped), then `dvc repro
 --single-item <item>`. Items of a matrix stage run `pipeline.max_parallel_items` at a time: above
-1 their commands run side by side and each is recorded with `dvc commit` (`slca.orchestration`).
+1 their commands run side by side and each is recorded with `dvc commit` (`slca.orchestration`);
+with `pipeline.item_deployment` they run on a work pool's workers (the `slca-item` flow below, the
+`items` deployment of prefect.yaml), each in its own checkout, sharing the DVC remote.
 The MLflow parent run id reaches every stage process through `SLCA_PARENT_RUN_ID`, so each
 stage's run nests under it. At the end the comparison table becomes a Prefect markdown artifact
 and an artifact of the parent run, and `dvc push` sends the outputs to the default remote.
@@ -17,7 +19,9 @@ and an artifact of the parent run, and `dvc push` sends the outputs to the defau
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +33,7 @@ from prefect.futures import as_completed
 from slca import orchestration
 from slca.config import ParamsError, load_params
 from slca.orchestration import ServerUnreachable, StageFailed
-from slca.tracking import TrackingError, check_reachable, pipeline_run, resolve_tracking_uri
+from slca.tracking import PARENT_ENV, TrackingError, check_reachable, pipeline_run, resolve_tracking_uri
 
 COMPARISON = Path("reports/comparison.md")
 
@@ -39,15 +43,72 @@ def dvc_stages() -> list[str]:
     return list(orchestration.stage_items())
 
 
+LOCK_ARTIFACT = "dvc-lock-entry"
+
+
+def _artifact_key(item: str) -> str:
+    return LOCK_ARTIFACT + "-" + re.sub(r"[^a-z0-9-]+", "-", item.lower())
+
+
+@flow(name="slca-item", log_prints=True)
+def slca_item(item: str, lock_text: str, params_text: str, force: bool = False, head: str | None = None,
+              tracking_uri: str | None = None, parent_run_id: str | None = None) -> dict:
+    """One stage item on a work pool's worker, in its own checkout; its dvc.lock entry becomes an artifact."""
+    if tracking_uri:
+        os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+    if parent_run_id:
+        os.environ[PARENT_ENV] = parent_run_id
+    logger = get_run_logger()
+    entry = orchestration.run_item_in_workspace(item, lock_text, params_text, logger.info, force=force, head=head)
+    create_markdown_artifact(key=_artifact_key(item), markdown="```json\n" + json.dumps(entry, indent=1) + "\n```",
+                             description=f"dvc.lock entry of {item}, run in {os.getcwd()}")
+    return entry
+
+
+def _lock_entry_of(flow_run_id: Any, item: str) -> dict:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[_artifact_key(item)])),
+                                      flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    if not found:
+        raise StageFailed(f"stage {item!r}: the worker's run left no dvc.lock entry")
+    text = str(found[0].data)
+    return json.loads(text[text.index("{"):text.rindex("}") + 1])
+
+
+def _on_worker(item: str, deployment: str, force: bool, logger: Any) -> None:
+    """Send one item to the `items` deployment, wait for it, then adopt its outputs and lock entry."""
+    from prefect.deployments import run_deployment
+
+    lock = Path("dvc.lock")
+    parameters = {"item": item, "lock_text": lock.read_text(encoding="utf-8") if lock.exists() else "",
+                  "params_text": Path("params.yaml").read_text(encoding="utf-8"), "force": force,
+                  "head": orchestration.git_head(), "tracking_uri": os.environ.get("MLFLOW_TRACKING_URI"),
+                  "parent_run_id": os.environ.get(PARENT_ENV)}
+    logger.info("%s: sent to deployment %s", item, deployment)
+    done = run_deployment(name=deployment, parameters=parameters, timeout=None)
+    if not done.state or not done.state.is_completed():
+        message = (done.state.message if done.state else "") or "no state"
+        message = message.split("Flow run encountered an exception: ", 1)[-1].removeprefix("StageFailed: ")
+        raise StageFailed(f"stage {item!r} failed on a worker (flow run {done.name}): {message.splitlines()[0]}")
+    orchestration.adopt_item(item, _lock_entry_of(done.id, item))
+    logger.info("%s: ran on a worker (flow run %s); outputs pulled and committed", item, done.name)
+
+
 # No Prefect result caching: DVC decides what is up to date.
 @task(retries=1, retry_delay_seconds=5, task_run_name="{item}", cache_policy=NONE)
-def run_stage_item(item: str, force: bool = False, beside_others: bool = False) -> bool:
+def run_stage_item(item: str, force: bool = False, beside_others: bool = False,
+                   deployment: str | None = None) -> bool:
     """Bring one stage item up to date; True when it ran, False when DVC found it unchanged."""
     logger = get_run_logger()
     if not force and orchestration.is_up_to_date(item):
         logger.info("%s is up to date; skipped", item)
         return False
-    if beside_others:
+    if deployment:
+        _on_worker(item, deployment, force, logger)
+    elif beside_others:
         orchestration.run_item_command(item, logger.info)
         orchestration.commit_item(item)
     else:
@@ -55,13 +116,15 @@ def run_stage_item(item: str, force: bool = False, beside_others: bool = False) 
     return True
 
 
-def _fan_out(items: list[str], limit: int, force: bool) -> list[str]:
+def _fan_out(items: list[str], limit: int, force: bool, deployment: str | None = None) -> list[str]:
     """Run independent items `limit` at a time; returns those that ran. The first failure ends it."""
+    if deployment:  # the workers need every input the flow has produced so far
+        orchestration.push()
     waiting, running, ran = list(items), {}, []
     while waiting or running:
         while waiting and len(running) < limit:
             item = waiting.pop(0)
-            running[run_stage_item.submit(item, force=force, beside_others=True)] = item
+            running[run_stage_item.submit(item, force=force, beside_others=True, deployment=deployment)] = item
         finished = next(as_completed(list(running)))
         item = running.pop(finished)
         if finished.result():
@@ -93,13 +156,19 @@ def slca_pipeline(params_path: str = "params.yaml", stages: list[str] | None = N
                   force: bool = False) -> list[str]:
     """Run the DVC stage items in order under one MLflow parent run; returns the items that ran."""
     params = load_params(params_path)
-    limit = params.pipeline.max_parallel_items
+    limit, deployment = params.pipeline.max_parallel_items, params.pipeline.item_deployment
     groups = orchestration.expand(stages, orchestration.stage_items())
+    if deployment:
+        orchestration.check_shared_tracking(resolve_tracking_uri(params.project.tracking_uri))
+        if orchestration.default_remote() is None:
+            raise StageFailed("pipeline.item_deployment needs a DVC remote the workers share (`dvc remote add -d`)")
     ran: list[str] = []
     with pipeline_run(params, name="pipeline") as parent:
         print(f"MLflow parent run {parent.info.run_id}")
         for items in groups:
-            if limit > 1 and len(items) > 1:
+            if deployment and len(items) > 1:  # a matrix stage: its items go to the work pool's workers
+                ran += _fan_out(items, limit, force, deployment)
+            elif limit > 1 and len(items) > 1:
                 ran += _fan_out(items, limit, force)
             else:
                 ran += [item for item in items if run_stage_item(item, force=force)]

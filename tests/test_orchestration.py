@@ -50,10 +50,6 @@ TINY = {
 ITEMS = ["synthesize", "calibrate", "reward-audit", "sft", "train@slca-0", "train@grpo-0", "evaluate@slca-0",
          "evaluate@grpo-0", "evaluate-sft", "compare"]
 TRAIN_OUTS = ["models/slca-s0", "models/grpo-s0"]
-# Wall-clock figures and the MLflow run id: the only bytes that differ between two runs of a stage.
-VOLATILE_KEYS = {"train_runtime_s", "step_time", "rollout/tokens_per_s", "throughput/tokens_per_s", "seconds"}
-VOLATILE_FILES = {"mlflow_run_id"}
-
 
 # ---- fixtures ------------------------------------------------------------------------------------
 
@@ -189,6 +185,19 @@ def test_a_rerun_with_nothing_changed_skips_every_stage_within_a_minute(pipeline
     assert prefect_api.flow_run(again.name)["state"]["type"] == "COMPLETED"
 
 
+def test_dvc_repro_writes_the_same_lock_as_the_flow(pipeline, servers, tmp_path):
+    # `make run` (the flow) and a plain `dvc repro` on a fresh copy: outputs are bytes fixed by params and
+    # seed (timings and MLflow run ids live in .runinfo/, outside them), so every hash agrees.
+    project, _ = pipeline
+    plain = copy_pipeline(tmp_path / "plain", TINY)
+    done = subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), "repro"], cwd=plain, env=servers.env, text=True,
+                          capture_output=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert lock_hashes(plain) == lock_hashes(project), differing(lock_hashes(plain), lock_hashes(project))
+    assert json.loads((plain / "models/.runinfo/slca-s0.json").read_text())["mlflow_run_id"]
+    assert "seconds" in json.loads((plain / "reports/eval/.runinfo/slca-s0.json").read_text())
+
+
 STAGE_SCRIPT = textwrap.dedent("""
     import sys, pathlib
     from slca.tracking import stage_run
@@ -242,7 +251,8 @@ def test_pushed_outputs_pull_back_byte_identical(pipeline):
     def digest(root: Path) -> dict[str, str]:
         files = [p for name in cached for p in ([root / name] if (root / name).is_file()
                                                  else sorted((root / name).rglob("*")))
-                 if p.is_file() and p.name != ".gitignore"]  # DVC's git bookkeeping, not an output
+                 # DVC's git bookkeeping and the run facts beside the outputs (.runinfo/) are not outputs
+                 if p.is_file() and p.name != ".gitignore" and ".runinfo" not in p.parts]
         return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
     before = digest(clone)
@@ -294,32 +304,70 @@ def test_readme_commands_deploy_nightly_and_a_process_worker_completes_a_trigger
 
 # ---- 3. matrix fan-out ---------------------------------------------------------------------------
 
-def normalised(path: Path) -> Any:
-    """A stage output with its wall-clock fields and MLflow run id left out (a directory: per file)."""
-    if path.is_dir():
-        return {str(p.relative_to(path)): normalised(p) for p in sorted(path.rglob("*")) if p.is_file()}
-    if path.name in VOLATILE_FILES:
-        return "<volatile>"
-    if path.suffix in (".json", ".jsonl"):  # volatile keys dropped at any depth
-        def drop(value: Any) -> Any:
-            if isinstance(value, dict):
-                return {k: drop(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-            return [drop(v) for v in value] if isinstance(value, list) else value
-        text = path.read_text()
-        try:
-            values = [json.loads(text)]
-        except json.JSONDecodeError:  # JSON lines (a history, vendored BFCL data)
-            values = [json.loads(line) for line in text.splitlines() if line.strip()]
-        return [drop(value) for value in values]
-    return hashlib.md5(path.read_bytes()).hexdigest()
+def lock_hashes(project: Path) -> dict[str, Any]:
+    """dvc.lock as data: per stage item, its command, params and the hash of every dep and out."""
+    return yaml.safe_load((project / "dvc.lock").read_text())["stages"]
 
 
-def lock_signature(project: Path) -> dict[str, Any]:
-    """dvc.lock with every hash replaced by the normalised content it stands for."""
-    stages = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
-    return {name: {**entry, **{kind: {dep["path"]: normalised(project / dep["path"]) for dep in entry.get(kind, [])}
-                               for kind in ("deps", "outs")}}
-            for name, entry in stages.items()}
+def differing(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """`stage: path` of every dep or out whose hash differs between two locks (for a readable failure)."""
+    out = []
+    for name in sorted(set(first) | set(second)):
+        entries = [{d["path"]: d.get("md5") for kind in ("deps", "outs") for d in lock.get(name, {}).get(kind, [])}
+                   for lock in (first, second)]
+        out += [f"{name}: {path}" for path in sorted(set(entries[0]) | set(entries[1]))
+                if entries[0].get(path) != entries[1].get(path)]
+        if first.get(name, {}).get("params") != second.get(name, {}).get("params"):
+            out.append(f"{name}: params")
+    return out
+
+
+def dvc(project: Path, *args: str) -> str:
+    return subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), *args], cwd=project, text=True, capture_output=True,
+                          check=True).stdout
+
+
+def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(pipeline, servers, prefect_api,
+                                                                                 tmp_path):
+    project, _ = pipeline
+    params = {**TINY, "pipeline": {"max_parallel_items": 2, "push": False, "item_deployment": "slca-item/items"}}
+    head = copy_pipeline(tmp_path / "head", params)
+    workers = [copy_pipeline(tmp_path / f"worker{n}", params) for n in (1, 2)]
+    for folder in (head, *workers):  # one remote that every checkout shares
+        dvc(folder, "remote", "add", "--local", "-d", "-f", "shared", str(tmp_path / "shared-remote"))
+    with ExitStack() as stack:
+        deploy = ("prefect work-pool create slca-items --type process && "
+                  "prefect --no-prompt deploy --name items")
+        done = subprocess.run(["bash", "-c", deploy], cwd=head, env=servers.env, text=True, capture_output=True,
+                              timeout=180, check=False)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        for folder in workers:
+            start(["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"],
+                  {**servers.env, "SLCA_WORKSPACE": str(folder)}, folder / "worker.log", stack, cwd=folder)
+        run = run_flow(head, servers.env)
+    assert run.returncode == 0, run.stderr[-3000:] + "".join((w / "worker.log").read_text()[-1500:] for w in workers)
+    assert {"train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"} <= set(run.ran)
+
+    deployment = prefect_api.client.get("deployments/name/slca-item/items").json()
+    item_runs = prefect_api.post("flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}}})
+    assert sorted(r["parameters"]["item"] for r in item_runs) == sorted(
+        ["train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"])
+    assert {r["state"]["type"] for r in item_runs} == {"COMPLETED"}
+    # each item's lock entry is an artifact of its flow run, naming the checkout it ran in: the two
+    # train items (sent together, limit 1 per worker) ran one on each worker
+    artifacts = prefect_api.post("artifacts/filter", {"flow_runs": {"id": {"any_": [r["id"] for r in item_runs]}}})
+    where = {a["flow_run_id"]: a["description"].rsplit(" ", 1)[-1] for a in artifacts}
+    placed = {r["parameters"]["item"]: where[r["id"]] for r in item_runs}
+    assert {placed["train@slca-0"], placed["train@grpo-0"]} == {str(folder) for folder in workers}, placed
+
+    # the flow's checkout holds the outputs, committed: the lock is the sequential run's
+    assert dvc(head, "status", "--json").strip() == "{}"
+    assert lock_hashes(head) == lock_hashes(project), differing(lock_hashes(head), lock_hashes(project))
+    client = mlflow.MlflowClient(servers.mlflow_uri)
+    children = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                  f"tags.mlflow.parentRunId = '{run.parent_run_id}'")
+    assert sorted(r.data.params.get("estimator") for r in children if r.data.tags.get("slca.stage") == "train") \
+        == ["grpo", "slca"]  # the workers' runs nest under the flow's parent run
 
 
 def test_matrix_items_fan_out_side_by_side_and_commit_the_sequential_lock(pipeline, servers, prefect_api):
@@ -342,7 +390,7 @@ def test_matrix_items_fan_out_side_by_side_and_commit_the_sequential_lock(pipeli
     assert second[0] < first[1] and first[0] < second[1], "the two train items did not overlap"
     assert subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), "status", "--json", *spans], cwd=fanned, text=True,
                           capture_output=True, check=True).stdout.strip() == "{}"
-    assert lock_signature(fanned) == lock_signature(sequential)
+    assert lock_hashes(fanned) == lock_hashes(sequential), differing(lock_hashes(fanned), lock_hashes(sequential))
 
 
 # ---- 7. unreachable servers ----------------------------------------------------------------------

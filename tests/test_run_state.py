@@ -14,6 +14,7 @@ import mlflow
 import pytest
 from grpo_fixtures import small_raw
 
+from slca.runinfo import read_runinfo
 from slca.config import Params
 from slca.train import train_stage
 
@@ -93,7 +94,7 @@ def killed_run(params: Params, trainers: Trainers) -> str:
     with pytest.raises(Killed):
         train_stage.run_train(params, "grpo", 0)
     trainers.kill_next = None
-    run_id = (train_stage.run_dir(params, "grpo", 0) / "mlflow_run_id").read_text()
+    run_id = read_runinfo(train_stage.run_dir(params, "grpo", 0))["mlflow_run_id"]
     mlflow.tracking.MlflowClient().update_run(run_id, status="RUNNING")
     return run_id
 
@@ -106,8 +107,7 @@ def test_a_killed_fresh_start_leaves_nothing_of_the_finished_run(root, trainers,
                  "adapter_model.safetensors"):
         (folder / name).write_text("{}")  # a finished earlier run, LoRA on
     killed_run(params, trainers)
-    assert sorted(p.name for p in folder.iterdir()) == ["checkpoints", "metrics_history.jsonl", "mlflow_run_id",
-                                                         "run_identity.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoints", "metrics_history.jsonl", "run_identity.json"]
 
 
 def test_a_killed_run_resumes_under_the_same_params(root, trainers, mlflow_store):
@@ -136,7 +136,7 @@ def test_a_killed_run_starts_fresh_under_changed_params(root, trainers, mlflow_s
     assert len(logged) == 1 and change in logged[0] and "checkpoint-2" in logged[0]
     client = mlflow.tracking.MlflowClient()
     assert client.get_run(killed).info.status == "KILLED"
-    new = client.get_run((train_stage.run_dir(params, "grpo", 0) / "mlflow_run_id").read_text())
+    new = client.get_run(read_runinfo(train_stage.run_dir(params, "grpo", 0))["mlflow_run_id"])
     assert new.info.run_id != killed and float(new.data.params["train.learning_rate"]) == params.train.learning_rate
 
 

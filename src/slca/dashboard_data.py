@@ -374,8 +374,11 @@ def calibration_from_metrics(metrics: Mapping[str, float]) -> dict[str, Any]:
 def load_calibration(report_path: Path, uri: str | None = None) -> tuple[dict[str, Any] | None, str]:
     """(report, where it came from): the report file, else the newest calibrate run's artifact or metrics."""
     if report_path.exists():
-        try:
-            return json.loads(report_path.read_text(encoding="utf-8")), str(report_path)
+        from slca.runinfo import put_back, read_runinfo
+
+        try:  # the latencies of that run live beside the report
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+            return put_back(report, read_runinfo(report_path).get("latency") or {}), str(report_path)
         except (OSError, ValueError) as error:
             return None, f"{report_path} is unreadable ({error}); rerun `slca calibrate`"
     if uri is None:

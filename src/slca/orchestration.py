@@ -5,12 +5,17 @@ A matrix stage (`train`, `evaluate`) expands into items (`train@slca-0`, `train@
 first, so an unchanged item is skipped without starting its command, and a rerun after a failure
 resumes at the first item that is not up to date.
 
-Two ways to run an item:
+Three ways to run an item:
 - `repro_item`: `dvc repro --single-item <item>` (the default; one item at a time, DVC's own lock);
 - `run_item_command` + `commit_item`: the item's command run directly, then `dvc commit` records
   it in dvc.lock exactly as `dvc repro` would. Independent items of one matrix stage can run side
   by side this way; every DVC call is serialised (`DVC_LOCK`), so DVC's repository lock is never
-  contended.
+  contended;
+- on a work pool's worker, in that worker's own checkout (`pipeline.item_deployment`): the flow
+  pushes what the item needs to the DVC remote, the worker (`run_item_in_workspace`) takes the
+  flow's dvc.lock and params.yaml, pulls the item's inputs, runs `dvc repro --single-item`, pushes
+  the outputs and reports the item's lock entry; the flow (`adopt_item`) pulls those outputs and
+  records them with `dvc commit`, so its dvc.lock is what a sequential run writes.
 
     items = stage_items()                       # {"train": ["train@slca-0", ...], ...}
     if not is_up_to_date("train@slca-0"): repro_item("train@slca-0", log)
@@ -183,3 +188,86 @@ def check_prefect_api(url: str | None, timeout_s: float = 3.0) -> None:
             f"Prefect API {url} is unreachable ({reason}); start `prefect server start` or unset "
             "PREFECT_API_URL to run on an ephemeral server"
         )
+
+
+# ---- items on a work pool's workers --------------------------------------------------------------
+
+WORKSPACE_ENV = "SLCA_WORKSPACE"
+
+
+def enter_workspace(**_: Any) -> dict[str, str]:
+    """Prefect pull step of the `items` deployment: work in this worker's checkout (`$SLCA_WORKSPACE`).
+
+    Each worker has its own checkout of the same commit; the DVC remote and the MLflow server are
+    what the workers share.
+    """
+    folder = os.environ.get(WORKSPACE_ENV, "")
+    if not folder:
+        raise StageFailed(f"{WORKSPACE_ENV} is not set: start the worker as `{WORKSPACE_ENV}=/path/to/checkout "
+                          "prefect worker start --pool slca-items`")
+    path = Path(folder).expanduser().resolve()
+    if not (path / "dvc.yaml").is_file():
+        raise StageFailed(f"{WORKSPACE_ENV}={folder} has no dvc.yaml: point it at a checkout of the project")
+    os.chdir(path)
+    return {"directory": str(path)}
+
+
+def git_head(folder: Path | str = ".") -> str | None:
+    """The checkout's commit (None outside git or before the first commit)."""
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _write_text(path: Path, text: str) -> None:
+    from slca.tracking import write_atomic
+
+    write_atomic(path, text)
+
+
+def run_item_in_workspace(item: str, lock_text: str, params_text: str, log: Callable[[str], None],
+                          force: bool = False, head: str | None = None) -> dict[str, Any]:
+    """Worker side: run one item in this checkout with the flow's dvc.lock and params; returns its lock entry."""
+    import yaml
+
+    own = git_head()
+    if head and own and own != head:
+        raise StageFailed(f"stage {item!r}: this worker's checkout is at {own[:12]}, the flow's at {head[:12]}; "
+                          "check out the same commit")
+    _write_text(Path("params.yaml"), params_text)
+    if lock_text:
+        _write_text(Path("dvc.lock"), lock_text)
+    pulled = _dvc("pull", "--with-deps", "--allow-missing", item)
+    if pulled.returncode != 0:
+        raise StageFailed(f"stage {item!r}: dvc pull of its inputs failed: {_one_line(pulled.stderr + pulled.stdout)}")
+    repro_item(item, log, force=force)
+    pushed = _dvc("push", item)
+    if pushed.returncode != 0:
+        raise StageFailed(f"stage {item!r}: dvc push of its outputs failed: {_one_line(pushed.stderr + pushed.stdout)}")
+    stages = (yaml.safe_load(Path("dvc.lock").read_text(encoding="utf-8")) or {}).get("stages") or {}
+    if item not in stages:
+        raise StageFailed(f"stage {item!r}: ran, but dvc.lock has no entry for it")
+    return stages[item]
+
+
+def adopt_item(item: str, entry: dict[str, Any]) -> None:
+    """Flow side: take an item a worker ran — its lock entry, its outputs from the remote — and commit it."""
+    import yaml
+
+    with DVC_LOCK:
+        path = Path("dvc.lock")
+        lock = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
+        lock.setdefault("schema", "2.0")
+        lock.setdefault("stages", {})[item] = entry
+        _write_text(path, yaml.safe_dump(lock, sort_keys=False))
+    pulled = _dvc("pull", item)
+    if pulled.returncode != 0:
+        raise StageFailed(f"stage {item!r}: dvc pull of the worker's outputs failed: "
+                          f"{_one_line(pulled.stderr + pulled.stdout)}")
+    commit_item(item)
+
+
+def check_shared_tracking(uri: str) -> None:
+    """Items on other machines need a tracking server they can all reach, not a local file store."""
+    if not uri.startswith(("http://", "https://", "databricks")):
+        raise StageFailed(f"pipeline.item_deployment needs an MLflow server the workers share; the tracking URI "
+                          f"is {uri} (set MLFLOW_TRACKING_URI or project.tracking_uri to the server)")

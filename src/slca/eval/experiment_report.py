@@ -285,14 +285,14 @@ def mlflow_runs(params: Any) -> list[tuple[str, str, str]]:
     """(run, MLflow run id, status) of each training run, read back from the tracking store."""
     from mlflow.tracking import MlflowClient
 
+    from slca.runinfo import read_runinfo
     from slca.tracking import resolve_tracking_uri
 
     client = MlflowClient(resolve_tracking_uri(params.project.tracking_uri))
     out = []
     for estimator in params.train.estimators:
         for seed in params.train.seeds:
-            marker = Path(params.train.out_dir) / run_label(estimator, seed) / "mlflow_run_id"
-            run_id = marker.read_text().strip() if marker.exists() else ""
+            run_id = str(read_runinfo(Path(params.train.out_dir) / run_label(estimator, seed)).get("mlflow_run_id", ""))
             status = client.get_run(run_id).info.status if run_id else "missing"
             out.append((run_label(estimator, seed), run_id, status))
     return out

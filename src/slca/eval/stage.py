@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from slca.config import Params
+from slca.runinfo import update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run, write_atomic
 
 
@@ -129,7 +130,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         report["indomain"] = evaluate_policy(model, tokenizer, tasks, params)
         report["bfcl"] = evaluate_bfcl(generate_fn, params)
         report["tau2"] = evaluate_tau2_bench(generate_fn, params)
-        report["seconds"] = round(time.perf_counter() - started, 2)
+        seconds = round(time.perf_counter() - started, 2)
         metrics = _numeric(report["indomain"]["metrics"], "indomain")
         metrics.update(_numeric(report["bfcl"]["accuracy"], "bfcl"))
         metrics.update(_numeric(report["bfcl"]["aggregate"], "bfcl"))
@@ -137,6 +138,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
             metrics.update(_numeric(report["tau2"]["metrics"], "tau2"))
         report["metrics"] = metrics
         write_atomic(report_path(params, estimator, seed), json.dumps(report, indent=2, sort_keys=True))
-        log_metrics(metrics)
+        update_runinfo(report_path(params, estimator, seed), seconds=seconds)  # not in the report: DVC hashes it
+        log_metrics({**metrics, "eval_seconds": seconds})
         log_json(report, f"eval/{run_name(estimator, seed)}.json")
     return report

@@ -35,6 +35,7 @@ from slca.simulator.calibration_metrics import (
 )
 from slca.simulator.calibration_set import CalibItem, build_items, read_rows
 from slca.simulator.types import Knobs
+from slca.runinfo import pop_keys, update_runinfo
 from slca.tracking import write_atomic
 
 VALIDATION_KNOBS = ("strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums",
@@ -46,6 +47,7 @@ KNOB_VALUES: dict[str, tuple] = {
     "array_min_items": (0, 1, 2), "array_max_items": (1, 3, 5),
 }
 TARGETS = {"error_f1": 0.99, "conformance": 1.0}
+LATENCY_KEYS = frozenset({"latency_us", "real_latency_us"})
 
 
 def run_calibrate(params: Any, *, rows: list[dict] | None = None, progress: bool = True) -> dict:
@@ -59,7 +61,10 @@ def run_calibrate(params: Any, *, rows: list[dict] | None = None, progress: bool
     with stage_run("calibrate", params, log_params={"calibration": cal.model_dump(mode="json"),
                                                     "simulator": Knobs.from_mapping(params.simulator).as_dict()}):
         report = calibrate(rows, params, progress=progress)
-        write_atomic(cal.report_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+        # latencies are wall-clock: beside the report (.runinfo/), so the DVC-tracked report is fixed by the seed
+        stable, latencies = pop_keys(report, LATENCY_KEYS)
+        write_atomic(cal.report_path, json.dumps(stable, indent=2, sort_keys=True) + "\n")
+        update_runinfo(cal.report_path, latency=latencies)
         write_atomic(cal.plot_path, plot_png(report))
         log_metrics(flat_metrics(report))
         for step, entry in enumerate(report["grid"]):

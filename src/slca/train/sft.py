@@ -32,6 +32,7 @@ from trl import SFTConfig, SFTTrainer
 from trl.chat_template_utils import get_training_chat_template
 
 from slca.rollout.chat import gold_conversation
+from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
 from slca.train.augment import augment_tasks
 from slca.train.policy import (
@@ -138,6 +139,10 @@ def sft_config(params: Any, output_dir: str) -> SFTConfig:
     )
 
 
+#: wall-clock figures of an SFT run: logged to MLflow and kept in `.runinfo`, not in the model dir
+SFT_VOLATILE = frozenset({"sft_seconds", "sft_train_seconds", "sft_assistant_tokens_per_s"})
+
+
 def save_atomically(model: Any, tokenizer: Any, out_dir: Path, metrics: Mapping[str, Any]) -> None:
     """Write model + tokenizer to a temporary sibling, then swap it into place."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -147,13 +152,15 @@ def save_atomically(model: Any, tokenizer: Any, out_dir: Path, metrics: Mapping[
             model = model.merge_and_unload()
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / "sft_metrics.json").write_text(json.dumps(dict(metrics), indent=2, sort_keys=True))
+        stable, volatile = split_volatile(metrics, SFT_VOLATILE)  # timings beside the model, not in it
+        (staging / "sft_metrics.json").write_text(json.dumps(stable, indent=2, sort_keys=True))
         old = out_dir.with_name(f".{out_dir.name}.old")
         if out_dir.exists():
             shutil.rmtree(old, ignore_errors=True)
             out_dir.rename(old)
         staging.rename(out_dir)
         shutil.rmtree(old, ignore_errors=True)
+        update_runinfo(out_dir, **volatile)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -9,7 +9,7 @@ tokens, segment masks and advantages under the estimator and under GRPO).
 Checkpoints go to `<run dir>/checkpoints` every `train.checkpoint_every` steps (the last 2 are
 kept). A run that was killed resumes from its last checkpoint when started again under the same
 params (`run_identity.json`, written when the run starts, records them), continuing the same
-MLflow run when the store still has it (its id is stored in `<run dir>/mlflow_run_id`). Any other
+MLflow run when the store still has it (its id is kept in `models/.runinfo/<run>.json`). Any other
 start (a finished run, changed params, no checkpoint) empties the run dir first. `metrics.json` is
 written last, atomically: it marks a finished run, and evaluation accepts no run without it.
 
@@ -33,9 +33,9 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from slca.config import Params, load_params
+from slca.runinfo import VOLATILE_STEP_METRICS, read_runinfo, split_volatile, update_runinfo
 from slca.tracking import flatten, log_json, stage_run, write_atomic
 
-RUN_ID_FILE = "mlflow_run_id"
 HISTORY_FILE = "metrics_history.jsonl"
 METRICS_FILE = "metrics.json"
 CHECKPOINTS = "checkpoints"
@@ -81,8 +81,9 @@ class StepLogger(TrainerCallback):
         self.last_tokens = tokens
         step = int(state.global_step)
         mlflow.log_metrics(metrics, step=step)
+        stable, _ = split_volatile(metrics, VOLATILE_STEP_METRICS)  # wall-clock figures go to MLflow only
         with self.history.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+            handle.write(json.dumps({"step": step, **stable}, sort_keys=True) + "\n")
 
 
 class QuietProgress(ProgressCallback):
@@ -135,12 +136,11 @@ def trim_history(history: Path, last_step: int) -> None:
 
 def previous_run_id(folder: Path) -> str | None:
     """The MLflow run of an unfinished earlier attempt, when the tracking store still has it."""
-    path = folder / RUN_ID_FILE
-    if not path.exists() or (folder / METRICS_FILE).exists():
+    run_id = read_runinfo(folder).get("mlflow_run_id")
+    if not isinstance(run_id, str) or not run_id or (folder / METRICS_FILE).exists():
         return None
     import mlflow
 
-    run_id = path.read_text(encoding="utf-8").strip()
     try:
         mlflow.tracking.MlflowClient().get_run(run_id)
     except Exception:  # noqa: BLE001 - another store or a deleted run: start a new one
@@ -182,7 +182,7 @@ def run_identity(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         "rewards": params.rewards.model_dump(mode="json"),
         "simulator": params.simulator.model_dump(mode="json"),
         "simulator_knobs": load_calibrated_knobs(calibrated, params.simulator) if calibrated else None,
-        "sft_checkpoint": {"path": str(sft.resolve()),
+        "sft_checkpoint": {"path": str(sft),  # as configured: the same run in another checkout is the same run
                            "sha256": files_digest(sorted(p for p in sft.glob("[!.]*") if p.is_file()))},
         "train_data_sha256": files_digest([Path(params.data.out_dir) / "train.jsonl"]),
     }
@@ -305,7 +305,7 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
                 if main_process else contextlib.nullcontext())
     with tracking as run:
         if main_process:
-            write_atomic(folder / RUN_ID_FILE, run.info.run_id)
+            update_runinfo(folder, mlflow_run_id=run.info.run_id)
             mlflow.set_tags({"mlflow.runName": f"train-{estimator}-s{seed}", "slca.estimator": estimator,
                              "slca.seed": str(seed)})
         trainer = build_trainer(params, estimator, seed, folder, [StepLogger(folder / HISTORY_FILE)],
@@ -323,7 +323,10 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
             log_json(summary, "train_metrics.json")
             if not params.train.keep_checkpoints:
                 shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
-            write_atomic(folder / METRICS_FILE, json.dumps(summary, indent=2, sort_keys=True))
+            # the run dir holds what the params fix; how long it took and whether it resumed live beside it
+            stable, volatile = split_volatile(summary, {"train_runtime_s", "resumed_from"})
+            update_runinfo(folder, **volatile)
+            write_atomic(folder / METRICS_FILE, json.dumps(stable, indent=2, sort_keys=True))
     return summary
 
 
