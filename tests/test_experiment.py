@@ -61,6 +61,38 @@ def test_groups_share_one_sft_checkpoint_and_keep_their_runs_apart(tmp_path):
     assert runs[0].commands[0][:5] == ["slca", "train", "--estimator", "slca", "--seed"]
 
 
+def test_dvc_exp_commands_reproduce_each_groups_params_through_dvcs_own_override_parser(tmp_path):
+    import shlex
+
+    from dvc.utils.hydra import apply_overrides
+
+    from slca.config import dump_params, load_params
+    from slca.experiment import LAYOUT_KEYS, dvc_exp_commands
+
+    spec_path = write_spec(tmp_path)
+    base = Params()
+    groups = build_groups(read_spec(spec_path), base, tmp_path, str(spec_path))
+    commands = dvc_exp_commands(groups, base, "exp")
+    assert [shlex.split(c)[:5] for c in commands] == [["dvc", "exp", "run", "--name", f"exp-{g.name}"] for g in groups]
+    for group, command in zip(groups, commands, strict=True):
+        words = shlex.split(command)
+        sets = [words[i + 1] for i, word in enumerate(words) if word == "-S"]
+        params_file = tmp_path / f"{group.name}.yaml"
+        params_file.write_text(dump_params(base))
+        apply_overrides(str(params_file), sets)
+        layout = {key: _lookup_dotted(base, key) for key in LAYOUT_KEYS}
+        expected = group.params.model_dump(mode="json")
+        for key, value in layout.items():
+            section, leaf = key.split(".")
+            expected[section][leaf] = value
+        assert load_params(params_file).model_dump(mode="json") == expected
+
+
+def _lookup_dotted(params: Params, dotted: str):
+    section, leaf = dotted.split(".")
+    return getattr(getattr(params, section), leaf)
+
+
 def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     spec_path = write_spec(tmp_path)
     groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))

@@ -158,12 +158,16 @@ def experiment(
     lanes: Annotated[int | None, typer.Option(help="Jobs run side by side (default: the file's `lanes`).")] = None,
     report_only: Annotated[bool, typer.Option(help="Only rebuild the report from finished runs.")] = False,
     only: Annotated[list[str] | None, typer.Option(help="Run only these groups (main or an ablation's name).")] = None,
+    dvc_exp: Annotated[bool, typer.Option(help="Print each group as a `dvc exp run -S ...` command; run nothing.")] = False,
 ) -> None:
     """The headline experiment: every estimator × seed from one SFT checkpoint, then reports/experiment.md."""
     from slca.experiment import run_experiment
 
     def _run() -> None:
-        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or ())
+        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or (),
+                                 dvc_exp=dvc_exp)
+        for line in numbers.get("dvc_exp_commands") or []:
+            typer.echo(line)
         for line in (numbers.get("verdict_lines") or []):
             typer.echo(line)
 

@@ -10,6 +10,7 @@ experiment resumes where it stopped and a changed setting reruns exactly what it
 
     slca experiment                        # = make experiment
     slca experiment --report-only          # rebuild the report from finished runs
+    slca experiment --dvc-exp              # the same groups as `dvc exp run` commands
 """
 
 from __future__ import annotations
@@ -103,6 +104,37 @@ def build_groups(spec: Mapping[str, Any], base: Params, root: Path, source: str)
     return groups
 
 
+#: keys the driver sets per group for its own layout; under `dvc exp` each experiment has its own ref
+LAYOUT_KEYS = ("sft.out_dir", "train.out_dir", "eval.out_dir")
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_leaves(item, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def dvc_exp_commands(groups: Sequence[Group], base: Params, name: str) -> list[str]:
+    """One `dvc exp run` per group: the same experiment as DVC experiments over dvc.yaml's stages.
+
+    Each `-S` is a params.yaml key the group changes (layout keys aside: DVC keeps every experiment's
+    outputs under its own ref); `dvc exp show` then tabulates them.
+    """
+    import shlex
+
+    before = _leaves(base.model_dump(mode="json"))
+    commands = []
+    for group in groups:
+        after = _leaves(group.params.model_dump(mode="json"))
+        changed = {key: value for key, value in after.items() if before.get(key) != value and key not in LAYOUT_KEYS}
+        sets = " ".join("-S " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(changed.items()))
+        commands.append(f"dvc exp run --name {shlex.quote(f'{name}-{group.name}')} {sets}".rstrip())
+    return commands
+
+
 def write_params(group: Group) -> None:
     group.params_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = group.params_path.with_suffix(".tmp")
@@ -176,8 +208,12 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
 
 
 def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, lanes: int | None = None,
-                   report_only: bool = False, only: Sequence[str] = (), root: Path = Path(".")) -> dict[str, Any]:
-    """Run every job not already done (of the `only` groups, if given), then write the report."""
+                   report_only: bool = False, only: Sequence[str] = (), root: Path = Path("."),
+                   dvc_exp: bool = False) -> dict[str, Any]:
+    """Run every job not already done (of the `only` groups, if given), then write the report.
+
+    `dvc_exp`: run nothing; return the groups as `dvc exp run` commands (`dvc_exp_commands`).
+    """
     from rich.progress import Progress
 
     from slca.eval.experiment_report import write_experiment_report
@@ -185,6 +221,8 @@ def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, 
     spec = read_spec(spec_path)
     groups = build_groups(spec, load_params(params_path), root, str(spec_path))
     name = spec.get("name", "experiment")
+    if dvc_exp:
+        return {"dvc_exp_commands": dvc_exp_commands(groups, load_params(params_path), name)}
     stamps, logs = root / "reports" / name / "stamps", root / "reports" / name / "logs"
     for group in groups:
         write_params(group)
