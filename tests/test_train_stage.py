@@ -23,6 +23,7 @@ from grpo_fixtures import (
 )
 from safetensors.torch import load_file
 
+from slca.runinfo import read_runinfo
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
 
@@ -118,7 +119,9 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     done = subprocess.run(command, check=False, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((folder / "metrics.json").read_text())
-    assert summary["global_step"] == 4 and summary["resumed_from"] == "checkpoint-2"
+    assert summary["global_step"] == 4 and "resumed_from" not in summary and "train_runtime_s" not in summary
+    facts = read_runinfo(folder)  # what differs between runs lives beside the run dir
+    assert facts["resumed_from"] == "checkpoint-2" and facts["mlflow_run_id"] == killed.info.run_id
     (run,) = _runs("grpo")
     assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
     history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id, "loss")
