@@ -60,6 +60,14 @@ CONFIGS: dict[str, dict] = {
     "wordsp-9000": {**V8K, "sft.max_steps": 9000, "sft.n_examples": 3000, "sft.threads": 2, "sft.max_length": 3072,
                     "policy.tiny.pretokenizer": "wordsp", "sweep.eval_at": [1500, 3000, 4500, 6000, 7500]},
 }
+# What the table cannot say about a row (shown under it).
+NOTES = {
+    "copy50-2000": "ran while other jobs shared the cores; its minutes are inflated.",
+    "words-copy50-2000": "ran while other jobs shared the cores; its minutes are inflated.",
+    "wordsp-9000": "test runs and a `make run` shared the cores for most of it, so its SFT minutes are "
+                   "inflated about 3x; alone it runs at wordsp-2000's rate (6.0 minutes per 2,000 steps), "
+                   "about 27 minutes for 9,000 steps.",
+}
 # Longest first, so the two lanes finish together.
 RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
              "copy50-2000", "words-copy50-2000", "wordsp-2000",
@@ -89,7 +97,7 @@ def report() -> None:
                if (RESULTS / f"{name}.json").exists()]
     reports = ROOT / "reports"
     reports.mkdir(exist_ok=True)
-    (reports / "sft_sweep.md").write_text(markdown(results, COMMAND))
+    (reports / "sft_sweep.md").write_text(markdown(results, COMMAND, NOTES))
     plot(results, reports / "sft_sweep.png")
     print(f"{len(results)} configurations -> reports/sft_sweep.md, reports/sft_sweep.png")
 

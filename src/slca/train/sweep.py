@@ -119,7 +119,7 @@ def changes(first: Mapping[str, Any], overrides: Mapping[str, Any]) -> str:
                      for k, v in diff.items()) or "—"
 
 
-def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
+def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None) -> str:
     head = ["config", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)", "final loss",
             *(LABELS[m] for m in METRICS)]
     first = results[0]["overrides"] if results else {}
@@ -140,6 +140,9 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str) -> str:
                  f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
                  *(f"{r['val'].get(m, 0.0):.3f}" for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
+    shown = [(r["name"], (notes or {}).get(r["name"])) for r in results]
+    if any(note for _, note in shown):
+        lines += ["", "Notes:", ""] + [f"- {name}: {note}" for name, note in shown if note]
     lines += ["", "![SFT sweep](sft_sweep.png)", ""]
     for r in results:
         if not r.get("curve"):
