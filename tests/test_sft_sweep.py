@@ -39,7 +39,9 @@ def test_a_run_with_curve_points_gets_its_own_table_and_line(tmp_path):
                 "val": val, "curve": [{"step": 300, "sft_minutes": 3.0, "val": {**val, "name_f1": 0.2}},
                                       {"step": 600, "sft_minutes": 6.0, "val": {**val, "name_f1": 0.4}},
                                       {"step": 900, "sft_minutes": 9.0, "val": val}]}]
-    text = markdown(results, "cmd")
+    text = markdown(results, "cmd", {"long": "shared the cores", "absent": "never shown"})
+    assert "- long: shared the cores" in text and "never shown" not in text
+    assert "Notes:" not in markdown(results, "cmd")
     assert "## Along one run: long" in text
     assert "| 300 | 3.0 | 0.100 | 0.200 |" in text and "| 900 | 9.0 | 0.100 | 0.500 |" in text
     assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
