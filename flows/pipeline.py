@@ -24,6 +24,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -33,7 +34,13 @@ from prefect.futures import as_completed
 from slca import orchestration
 from slca.config import ParamsError, load_params
 from slca.orchestration import ServerUnreachable, StageFailed
-from slca.tracking import PARENT_ENV, TrackingError, check_reachable, pipeline_run, resolve_tracking_uri
+from slca.tracking import (
+    PARENT_ENV,
+    TrackingError,
+    check_reachable,
+    pipeline_run,
+    resolve_tracking_uri,
+)
 
 COMPARISON = Path("reports/comparison.md")
 
@@ -67,7 +74,12 @@ def slca_item(item: str, lock_text: str, params_text: str, force: bool = False, 
 
 def _lock_entry_of(flow_run_id: Any, item: str) -> dict:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
+    )
 
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[_artifact_key(item)])),

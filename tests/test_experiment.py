@@ -15,7 +15,14 @@ from slca.eval.experiment_report import (
     steps_to_threshold,
     write_experiment_report,
 )
-from slca.experiment import ExperimentError, build_groups, is_done, job_hash, jobs_for, read_spec
+from slca.experiment import (
+    ExperimentError,
+    build_groups,
+    is_done,
+    job_hash,
+    jobs_for,
+    read_spec,
+)
 
 KINDS = ("single", "parallel", "no_call")
 

@@ -14,8 +14,8 @@ import mlflow
 import pytest
 from grpo_fixtures import small_raw
 
-from slca.runinfo import read_runinfo
 from slca.config import Params
+from slca.runinfo import read_runinfo
 from slca.train import train_stage
 
 

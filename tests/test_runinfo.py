@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from slca import orchestration
-from slca.runinfo import clear_runinfo, read_runinfo, runinfo_path, split_volatile, update_runinfo
+from slca.runinfo import (
+    clear_runinfo,
+    read_runinfo,
+    runinfo_path,
+    split_volatile,
+    update_runinfo,
+)
 
 
 def test_runinfo_lives_beside_the_output_never_inside_it(tmp_path):

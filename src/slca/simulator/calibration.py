@@ -24,6 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from slca.runinfo import pop_keys, update_runinfo
 from slca.simulator.backends import make_backend
 from slca.simulator.calibration_metrics import (
     Outcome,
@@ -35,7 +36,6 @@ from slca.simulator.calibration_metrics import (
 )
 from slca.simulator.calibration_set import CalibItem, build_items, read_rows
 from slca.simulator.types import Knobs
-from slca.runinfo import pop_keys, update_runinfo
 from slca.tracking import write_atomic
 
 VALIDATION_KNOBS = ("strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums",

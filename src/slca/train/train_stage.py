@@ -33,7 +33,12 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from slca.config import Params, load_params
-from slca.runinfo import VOLATILE_STEP_METRICS, read_runinfo, split_volatile, update_runinfo
+from slca.runinfo import (
+    VOLATILE_STEP_METRICS,
+    read_runinfo,
+    split_volatile,
+    update_runinfo,
+)
 from slca.tracking import flatten, log_json, stage_run, write_atomic
 
 HISTORY_FILE = "metrics_history.jsonl"
