@@ -62,7 +62,7 @@ def test_curve_points_are_taken_at_the_asked_steps_with_evaluation_time_left_out
         return {"metrics": {"name_f1": 0.5}}
 
     monkeypatch.setattr(indomain, "evaluate_policy", fake_evaluate)
-    model = SimpleNamespace(eval=lambda: None, train=lambda: None)
+    model = SimpleNamespace(training=True, eval=lambda: None, train=lambda mode=True: None)
     curve = CurvePoints([2, 4], [{}, {}, {}], Params())
     curve.on_train_begin(None, None, None)
     for step in range(1, 7):

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from slca.tracking import unreachable_reason
+from slca.tracking import unreachable_reason, write_atomic
 
 # One DVC command at a time from this process: items running side by side only share the lock here.
 DVC_LOCK = threading.Lock()
@@ -218,12 +218,6 @@ def git_head(folder: Path | str = ".") -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _write_text(path: Path, text: str) -> None:
-    from slca.tracking import write_atomic
-
-    write_atomic(path, text)
-
-
 def run_item_in_workspace(item: str, lock_text: str, params_text: str, log: Callable[[str], None],
                           force: bool = False, head: str | None = None) -> dict[str, Any]:
     """Worker side: run one item in this checkout with the flow's dvc.lock and params; returns its lock entry."""
@@ -233,9 +227,9 @@ def run_item_in_workspace(item: str, lock_text: str, params_text: str, log: Call
     if head and own and own != head:
         raise StageFailed(f"stage {item!r}: this worker's checkout is at {own[:12]}, the flow's at {head[:12]}; "
                           "check out the same commit")
-    _write_text(Path("params.yaml"), params_text)
+    write_atomic(Path("params.yaml"), params_text)
     if lock_text:
-        _write_text(Path("dvc.lock"), lock_text)
+        write_atomic(Path("dvc.lock"), lock_text)
     pulled = _dvc("pull", "--with-deps", "--allow-missing", item)
     if pulled.returncode != 0:
         raise StageFailed(f"stage {item!r}: dvc pull of its inputs failed: {_one_line(pulled.stderr + pulled.stdout)}")
@@ -258,7 +252,7 @@ def adopt_item(item: str, entry: dict[str, Any]) -> None:
         lock = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
         lock.setdefault("schema", "2.0")
         lock.setdefault("stages", {})[item] = entry
-        _write_text(path, yaml.safe_dump(lock, sort_keys=False))
+        write_atomic(path, yaml.safe_dump(lock, sort_keys=False))
     pulled = _dvc("pull", item)
     if pulled.returncode != 0:
         raise StageFailed(f"stage {item!r}: dvc pull of the worker's outputs failed: "

@@ -61,20 +61,14 @@ class CurvePoints(TrainerCallback):
         step = int(state.global_step)
         if step not in self.steps or step >= state.max_steps:  # the final point is the run's own evaluation
             return
-        import torch
-
-        from slca.eval.indomain import evaluate_policy
+        from slca.train.val_curve import evaluate_live
 
         began = time.perf_counter()
         minutes = (began - self.started - self.eval_seconds) / 60
-        model.eval()
-        with torch.no_grad():
-            result = evaluate_policy(model, processing_class, self.val,
-                                     apply_overrides(self.params, {"eval.n_test": len(self.val)}))
-        model.train()
+        metrics = evaluate_live(model, processing_class, self.val, self.params)
         self.eval_seconds += time.perf_counter() - began
         self.points.append({"step": step, "sft_minutes": round(minutes, 2),
-                            "val": {key: result["metrics"].get(key, 0.0) for key in METRICS}})
+                            "val": {key: metrics.get(key, 0.0) for key in METRICS}})
 
 
 def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,

@@ -21,6 +21,21 @@ from transformers import TrainerCallback
 CURVE_METRICS = ("success", "name_f1", "arg_match", "process", "r_sum", "no_call_accuracy")
 
 
+def evaluate_live(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any) -> dict[str, Any]:
+    """In-domain metrics of a policy in training, greedy, on these tasks; its train/eval mode is restored."""
+    from slca.eval.indomain import evaluate_policy
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            result = evaluate_policy(model, tokenizer, list(tasks), params.model_copy(
+                update={"eval": params.eval.model_copy(update={"n_test": len(tasks), "pass_k": 1})}))
+    finally:
+        model.train(was_training)
+    return result["metrics"]
+
+
 class ValidationCurve(TrainerCallback):
     """Evaluates the live policy on a fixed validation sample at steps 0, k, 2k, ... and the last."""
 
@@ -35,18 +50,7 @@ class ValidationCurve(TrainerCallback):
         self.trainer = trainer
 
     def evaluate(self, step: int) -> dict[str, float]:
-        from slca.eval.indomain import evaluate_policy
-
-        model, tokenizer = self.trainer.model, self.trainer.processing_class
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                result = evaluate_policy(model, tokenizer, self.tasks, self.params.model_copy(
-                    update={"eval": self.params.eval.model_copy(update={"n_test": len(self.tasks), "pass_k": 1})}))
-        finally:
-            model.train(was_training)
-        metrics = result["metrics"]
+        metrics = evaluate_live(self.trainer.model, self.trainer.processing_class, self.tasks, self.params)
         return {f"val/{name}": float(metrics[name]) for name in CURVE_METRICS if name in metrics}
 
     def _due(self, state: Any, last: bool = False) -> bool:
