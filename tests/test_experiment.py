@@ -63,9 +63,10 @@ def test_groups_share_one_sft_checkpoint_and_keep_their_runs_apart(tmp_path):
     assert main.params.eval.out_dir != noisy.params.eval.out_dir
     assert noisy.params.rewards.summary_noise == 0.3 and main.params.rewards.summary_noise == 0.0
     upstream, runs = jobs_for(groups, tmp_path / "stamps")
-    assert [job.name for job in upstream] == ["data", "sft", "evaluate-sft"]
-    assert len(runs) == 2 * 2 * 2
-    assert runs[0].commands[0][:5] == ["slca", "train", "--estimator", "slca", "--seed"]
+    assert [job.name for job in upstream] == ["data", "sft"]
+    assert runs[0].name == "evaluate-sft"  # needs only the checkpoint: it runs in a lane beside the RL jobs
+    assert len(runs) == 1 + 2 * 2 * 2
+    assert runs[1].commands[0][:5] == ["slca", "train", "--estimator", "slca", "--seed"]
 
 
 def test_dvc_exp_commands_reproduce_each_groups_params_through_dvcs_own_override_parser(tmp_path):
@@ -112,7 +113,8 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     upstream2, runs2 = jobs_for(build_groups(read_spec(changed), Params(), tmp_path, str(changed)),
                                 tmp_path / "stamps")
     assert all(is_done(job) for job in upstream2)  # data and SFT do not depend on train.*
-    assert not any(is_done(job) for job in runs2)
+    assert runs2[0].name == "evaluate-sft" and is_done(runs2[0])  # nor does the SFT start's evaluation
+    assert not any(is_done(job) for job in runs2[1:])
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -165,11 +167,35 @@ def test_report_holds_every_estimator_the_sft_row_intervals_and_curves(tmp_path,
     assert "| SFT (start) | 1 |" in text and "| slca | 2 |" in text and "| grpo | 2 |" in text
     assert numbers["paired"]["grpo.success"]["low"] > 0  # a 0.3 shift over 180 pairs is resolved
     assert "vs grpo: Success +" in text and "SLCA is better" in text
+    assert "**Yes: SLCA's Success is above every baseline's" in text
     assert numbers["curves"]["slca"]["steps_to_threshold"] == 5
     assert numbers["curves"]["grpo"]["steps_to_threshold"] is None
     assert (tmp_path / "reports" / "exp" / "summary.png").stat().st_size > 0
     assert (tmp_path / "reports" / "exp" / "curves.png").stat().st_size > 0
     assert "| slca-s0 | `` | missing |" in text  # no run dir marker: said so, not invented
+    # what RL added over the all-zero SFT start, read off the same episodes
+    assert "| estimator − SFT start |" in text
+    assert numbers["vs_start"]["slca.success"]["low"] > 0.4
+    assert abs(numbers["vs_start"]["grpo.success"]["mean"] - 0.3) < 0.1
+    assert "The interval excludes 0 for slca, grpo." in text
+    assert "slca reached the validation threshold at step 5" in text
+
+
+def test_findings_say_when_rl_did_not_move_the_policy(tmp_path, mlflow_store):
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    params = groups[0].params
+    same = [1.0, 0.0, 0.0] * 30
+    for estimator in ("slca", "grpo"):
+        for seed in (0, 1):
+            fake_eval(Path(params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed, same)
+    fake_eval(Path(params.eval.out_dir) / "sft.json", "sft", 0, same)
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert numbers["vs_start"]["slca.success"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
+    assert "No estimator's Success separates from the SFT start" in text
+    assert "**No, not at this budget: no SLCA − baseline Success interval excludes 0.**" in text
+    assert "no estimator reached the validation threshold" in text
 
 
 def test_an_slca_only_ablation_is_paired_with_the_main_grpo_runs(tmp_path, mlflow_store):

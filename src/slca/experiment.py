@@ -143,18 +143,21 @@ def write_params(group: Group) -> None:
 
 
 def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job]]:
-    """(sequential upstream jobs, independent run jobs) of the experiment."""
+    """(sequential upstream jobs: data, SFT; independent jobs run in lanes: the SFT start's evaluation,
+    then train→evaluate per group × seed × estimator) of the experiment."""
     main = groups[0]
     p = ["--params", str(main.params_path)]
     upstream = [
         Job("data", [["slca", "synthesize", *p], ["slca", "calibrate", *p], ["slca", "reward-audit", *p]],
             main.params, stamps / "data.json", ["data", "simulator", "calibration", "audit", "rewards", "project"]),
         Job("sft", [["slca", "sft", *p]], main.params, stamps / "sft.json", ["data", "policy", "sft", "project"]),
+    ]
+    # the SFT start's evaluation needs only the checkpoint: it takes the first lane beside the runs
+    runs = [
         Job("evaluate-sft", [["slca", "evaluate", "--estimator", "sft", *p]], main.params,
             stamps / "evaluate-sft.json", ["data", "policy", "sft", "eval", "rewards", "train.max_completion_length",
                                            "train.max_tool_turns", "train.temperature"]),
     ]
-    runs = []
     for group in groups:
         gp = ["--params", str(group.params_path)]
         # seed-major: every estimator's seed 0 first, so a stopped experiment is still balanced
@@ -231,7 +234,7 @@ def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, 
     if unknown:
         raise ExperimentError(f"{spec_path}: no group named {unknown}; groups: {[g.name for g in groups]}")
     if only:
-        runs = [job for job in runs if job.name.split("/", 1)[0] in set(only)]
+        runs = [job for job in runs if "/" not in job.name or job.name.split("/", 1)[0] in set(only)]
     timings: dict[str, float] = {}
     if not report_only:
         lanes = int(lanes or spec.get("lanes", 2))

@@ -198,6 +198,87 @@ def paired_table(data: Mapping[str, Any], reference: str) -> tuple[list[str], di
     return lines, found
 
 
+def start_matrix(sft: Mapping[str, Any], tasks: Sequence[str], n_seeds: int, metric: str) -> np.ndarray:
+    """The SFT start's values on `tasks`, one identical row per seed (it is a single checkpoint)."""
+    ids, values = episode_matrix([sft], metric)
+    index = {task: i for i, task in enumerate(ids)}
+    row = [values[0, index[t]] for t in tasks]
+    return np.asarray([row] * n_seeds, dtype=float)
+
+
+def start_table(data: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Each estimator − the SFT start it trained from, paired over test tasks (seeds resampled too)."""
+    if data["sft"] is None:
+        return ["(the SFT start was not evaluated: nothing to compare RL against.)"], {}
+    head = ["estimator − SFT start", *(LABELS.get(m, "No-call acc.") if m != "no_call" else "No-call acc."
+                                       for m in PAIRED_METRICS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    found: dict[str, Any] = {}
+    for estimator, runs in data["runs"].items():
+        cells = []
+        for metric in PAIRED_METRICS:
+            tasks, a = episode_matrix([r["report"] for r in runs], metric)
+            start_ids = set(episode_matrix([data["sft"]], metric)[0])
+            keep = [i for i, t in enumerate(tasks) if t in start_ids]
+            tasks, a = [tasks[i] for i in keep], a[:, keep]
+            b = start_matrix(data["sft"], tasks, a.shape[0], metric) if tasks else np.zeros((0, 0))
+            mean, low, high = paired_bootstrap(a, b) if tasks else (math.nan, math.nan, math.nan)
+            found[f"{estimator}.{metric}"] = {"mean": mean, "low": low, "high": high}
+            cells.append("—" if math.isnan(mean) else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+        lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    return lines, found
+
+
+def _interval(value: Mapping[str, float] | None) -> str:
+    if value is None or math.isnan(value["mean"]):
+        return "—"
+    return f"{value['mean']:+.3f} [{value['low']:+.3f}, {value['high']:+.3f}]"
+
+
+def _resolved(value: Mapping[str, float] | None) -> bool:
+    return value is not None and not math.isnan(value["mean"]) and (value["low"] > 0 or value["high"] < 0)
+
+
+def findings(data: Mapping[str, Any], paired: Mapping[str, Any], start: Mapping[str, Any],
+             curves: Mapping[str, Any], ablations: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    """Plain statements read off this report's own numbers (so a rerun rewrites them too)."""
+    out = []
+    if start:
+        moved = [e for e in data["runs"] if _resolved(start.get(f"{e}.success"))]
+        detail = "; ".join(f"{e} {_interval(start.get(f'{e}.success'))}" for e in data["runs"])
+        if moved:
+            out.append(f"- RL against its SFT start (Success): {detail}. The interval excludes 0 for "
+                       f"{', '.join(moved)}.")
+        else:
+            out.append(f"- RL against its SFT start (Success): {detail}. No estimator's Success separates from "
+                       "the SFT start: RL did not measurably move the policy at this budget.")
+    reached = {e: c["steps_to_threshold"] for e, c in curves.items() if c.get("steps_to_threshold") is not None}
+    if curves:
+        out.append("- Convergence: " + (", ".join(f"{e} reached the validation threshold at step {s}"
+                                                  for e, s in reached.items()) if reached else
+                                        "no estimator reached the validation threshold, so steps-to-threshold "
+                                        "cannot rank them") + ".")
+    no_call = {e: mean_std([r["summary"].get("no_call_accuracy", math.nan) for r in runs])[0]
+               for e, runs in data["runs"].items()}
+    if no_call and not all(math.isnan(v) for v in no_call.values()):
+        ranked = sorted((v, e) for e, v in no_call.items() if not math.isnan(v))
+        worse = [k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["high"] < 0]
+        better = [k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["low"] > 0]
+        text = (f"- No-call accuracy: lowest {ranked[0][1]} ({ranked[0][0]:.3f}), highest {ranked[-1][1]} "
+                f"({ranked[-1][0]:.3f}).")
+        if worse:
+            text += f" SLCA abstains significantly less often than {', '.join(worse)}."
+        if better:
+            text += f" SLCA abstains significantly more often than {', '.join(better)}."
+        if not worse and not better:
+            text += " No SLCA − baseline no-call interval excludes 0."
+        out.append(text)
+    if len(ablations) > 1:
+        parts = [f"{labels.get(name, name)}: {_interval(found.get('grpo.success'))}" for name, found in ablations.items()]
+        out.append("- SLCA − GRPO Success per setting: " + "; ".join(parts) + ".")
+    return out
+
+
 def curve_section(data: Mapping[str, Any], threshold_gain: float) -> tuple[list[str], dict[str, Any]]:
     lines = ["| estimator | val Success at step 0 | at the last step | steps to start + "
              f"{threshold_gain:.2f} | val Process at step 0 | at the last step | mean misattribution "
@@ -330,6 +411,17 @@ def verdict(paired: Mapping[str, Any]) -> list[str]:
         else:
             word = "no significant difference (the interval contains 0)"
         lines.append(f"- vs {other}: Success {value['mean']:+.3f} [{value['low']:+.3f}, {value['high']:+.3f}]: {word}.")
+    success = {k.split(".", 1)[0]: v for k, v in paired.items() if k.endswith(".success") and not math.isnan(v["mean"])}
+    better = [k for k, v in success.items() if v["low"] > 0]
+    worse = [k for k, v in success.items() if v["high"] < 0]
+    if success and len(better) == len(success):
+        lines += ["", "**Yes: SLCA's Success is above every baseline's, each interval excluding 0.**"]
+    elif better:
+        lines += ["", f"**In part: SLCA's Success is significantly above {', '.join(better)} only.**"]
+    elif worse:
+        lines += ["", f"**No: SLCA's Success is significantly below {', '.join(worse)}.**"]
+    elif success:
+        lines += ["", "**No, not at this budget: no SLCA − baseline Success interval excludes 0.**"]
     return lines
 
 
@@ -348,6 +440,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     kinds = sorted({k for runs in data["runs"].values() for r in runs for k in r["summary"] if k.startswith("success.")})
     paired_lines, paired = paired_table(data, "slca")
     curve_lines, curves = curve_section(data, threshold_gain)
+    start_lines, start = start_table(data)
     rel = figures.name
     lines = [f"# {path.stem.replace('_', ' ').capitalize()}: SLCA-GRPO against GRPO, ToolPO and RLTR", "",
              "Regenerated by `make experiment` (`slca experiment`); every number below is read from the runs' "
@@ -365,6 +458,9 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     lines += ["", "## Results (test split)", "", *summary_table(data, TABLE_METRICS), "",
               f"![summary]({rel}/summary.png)", "", "### Success by task kind", "", *summary_table(data, kinds), "",
               "### SLCA − baseline (paired bootstrap, 95 %)", "", *paired_lines, "",
+              "### What RL added: each estimator − its SFT start (paired bootstrap, 95 %)", "",
+              "The SFT checkpoint every run started from, evaluated on the same test tasks; each seed's run is "
+              "paired with it task by task.", "", *start_lines, "",
               "## Learning curves", "",
               f"Validation Success is greedy, on the first {main.params.train.val_tasks} validation tasks, every "
               f"{main.params.train.val_every} steps; the threshold is the start value + {threshold_gain:.2f}. "
@@ -395,7 +491,9 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
         lines.append("")
     lines += ["## Does the paper's direction reproduce here?", "",
               "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
-              *verdict(paired), "", *(line for paragraph in discussion for line in (paragraph, ""))]
+              *verdict(paired), "", "From this report's numbers:", "",
+              *findings(data, paired, start, curves, ablations, {g.name: g.label for g in groups}), "",
+              *(line for paragraph in discussion for line in (paragraph, ""))]
     try:
         runs = mlflow_runs(main.params)
         lines += ["## MLflow runs", "", "| run | MLflow run id | status |", "|---|---|---|",
@@ -405,7 +503,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     from slca.tracking import write_atomic
 
     write_atomic(path, "\n".join(lines))
-    numbers = {"paired": paired, "curves": curves, "ablations": ablations, "verdict_lines": verdict(paired),
+    numbers = {"paired": paired, "vs_start": start, "curves": curves, "ablations": ablations, "verdict_lines": verdict(paired),
                "summary": {e: {k: mean_std([r["summary"].get(k, math.nan) for r in runs])
                                for k in TABLE_METRICS} for e, runs in data["runs"].items()}}
     write_atomic(figures / "numbers.json", json.dumps(numbers, indent=2, sort_keys=True, default=str))
