@@ -17,7 +17,7 @@ help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
 	@echo "make test   install, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
-	@echo "make experiment  the headline multi-seed experiment -> reports/experiment.md (about 2 hours on 2 cores)"
+	@echo "make experiment  the headline multi-seed experiment -> reports/experiment.md (about 85 minutes on 2 cores)"
 	@echo "make dashboard  serve the Streamlit credit-attribution dashboard on 127.0.0.1:8501"
 
 $(STAMP): pyproject.toml
