@@ -8,8 +8,11 @@ experiment and writes `reports/experiment.md` with its figures:
   and τ², overall and by task kind;
 - SLCA − baseline with a 95 % paired bootstrap interval: test tasks and seeds are resampled
   together (seed i of SLCA is paired with seed i of the baseline, task t with task t);
+- each estimator − the SFT start it trained from, paired the same way (what RL added);
 - learning curves (validation Success every k steps, R_tool, R_sum) with steps-to-threshold;
-- misattribution rate and corr(R_tool, R_sum) over training.
+- misattribution rate and corr(R_tool, R_sum) over training;
+- the verdict and a list of findings computed from these numbers (the spec's discussion adds
+  interpretation only).
 
     report = write_experiment_report(params, Path("reports/experiment.md"))
 """
@@ -459,8 +462,8 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
               f"![summary]({rel}/summary.png)", "", "### Success by task kind", "", *summary_table(data, kinds), "",
               "### SLCA − baseline (paired bootstrap, 95 %)", "", *paired_lines, "",
               "### What RL added: each estimator − its SFT start (paired bootstrap, 95 %)", "",
-              "The SFT checkpoint every run started from, evaluated on the same test tasks; each seed's run is "
-              "paired with it task by task.", "", *start_lines, "",
+              ("The SFT checkpoint every run started from, evaluated on the same test tasks; each seed's run is "
+               "paired with it task by task."), "", *start_lines, "",
               "## Learning curves", "",
               f"Validation Success is greedy, on the first {main.params.train.val_tasks} validation tasks, every "
               f"{main.params.train.val_every} steps; the threshold is the start value + {threshold_gain:.2f}. "
