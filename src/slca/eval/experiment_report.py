@@ -187,26 +187,30 @@ def paired_table(data: Mapping[str, Any], reference: str) -> tuple[list[str], di
         seeds = sorted(set(r["seed"] for r in base_runs) & set(r["seed"] for r in runs))
         cells = []
         for metric in PAIRED_METRICS:
-            a_reports = [r["report"] for r in base_runs if r["seed"] in seeds]
-            b_reports = [r["report"] for r in runs if r["seed"] in seeds]
-            tasks_a, a = episode_matrix(a_reports, metric)
-            tasks_b, b = episode_matrix(b_reports, metric)
-            common = sorted(set(tasks_a) & set(tasks_b))
-            a = a[:, [tasks_a.index(t) for t in common]] if common else np.zeros((0, 0))
-            b = b[:, [tasks_b.index(t) for t in common]] if common else np.zeros((0, 0))
-            mean, low, high = paired_bootstrap(a, b)
-            found[f"{other}.{metric}"] = {"mean": mean, "low": low, "high": high}
-            cells.append("—" if math.isnan(mean) else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+            found[f"{other}.{metric}"] = paired_difference([r["report"] for r in base_runs if r["seed"] in seeds],
+                                                           [r["report"] for r in runs if r["seed"] in seeds], metric)
+            cells.append(_interval(found[f"{other}.{metric}"]))
         lines.append(f"| vs {other} | " + " | ".join(cells) + " |")
     return lines, found
 
 
-def start_matrix(sft: Mapping[str, Any], tasks: Sequence[str], n_seeds: int, metric: str) -> np.ndarray:
-    """The SFT start's values on `tasks`, one identical row per seed (it is a single checkpoint)."""
-    ids, values = episode_matrix([sft], metric)
-    index = {task: i for i, task in enumerate(ids)}
-    row = [values[0, index[t]] for t in tasks]
-    return np.asarray([row] * n_seeds, dtype=float)
+def paired_difference(a_reports: Sequence[Mapping[str, Any]], b_reports: Sequence[Mapping[str, Any]],
+                      metric: str) -> dict[str, float]:
+    """Mean of a − b with its paired bootstrap interval, on the test tasks both were evaluated on.
+
+    Seed i of a is paired with seed i of b; a single b report (the SFT start) pairs with every seed of a.
+    """
+    tasks_a, a = episode_matrix(a_reports, metric)
+    tasks_b, b = episode_matrix(b_reports, metric)
+    common = sorted(set(tasks_a) & set(tasks_b))
+    if not common:
+        return {"mean": math.nan, "low": math.nan, "high": math.nan}
+    a = a[:, [tasks_a.index(t) for t in common]]
+    b = b[:, [tasks_b.index(t) for t in common]]
+    if len(b) == 1:
+        b = np.repeat(b, len(a), axis=0)
+    mean, low, high = paired_bootstrap(a, b)
+    return {"mean": mean, "low": low, "high": high}
 
 
 def start_table(data: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -218,17 +222,10 @@ def start_table(data: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     found: dict[str, Any] = {}
     for estimator, runs in data["runs"].items():
-        cells = []
         for metric in PAIRED_METRICS:
-            tasks, a = episode_matrix([r["report"] for r in runs], metric)
-            start_ids = set(episode_matrix([data["sft"]], metric)[0])
-            keep = [i for i, t in enumerate(tasks) if t in start_ids]
-            tasks, a = [tasks[i] for i in keep], a[:, keep]
-            b = start_matrix(data["sft"], tasks, a.shape[0], metric) if tasks else np.zeros((0, 0))
-            mean, low, high = paired_bootstrap(a, b) if tasks else (math.nan, math.nan, math.nan)
-            found[f"{estimator}.{metric}"] = {"mean": mean, "low": low, "high": high}
-            cells.append("—" if math.isnan(mean) else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
-        lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+            found[f"{estimator}.{metric}"] = paired_difference([r["report"] for r in runs], [data["sft"]], metric)
+        lines.append(f"| {estimator} | " + " | ".join(_interval(found[f"{estimator}.{m}"]) for m in PAIRED_METRICS)
+                     + " |")
     return lines, found
 
 
