@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import random
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ def run(name: str, steps: int, augment: float, induction: int, mix: float, threa
 
     from slca.config import load_params
     from slca.rollout.chat import tool_calls_message
+    from slca.rollout.loop import tool_blocks
     from slca.train.augment import copy_augmented
     from slca.train.policy import build_tiny_model, read_tasks, tokenizer_for_tasks
     from slca.train.sft import training_template
@@ -135,7 +135,7 @@ def run(name: str, steps: int, augment: float, induction: int, mix: float, threa
             generated = model.generate(torch.tensor([prompt]), max_new_tokens=96, do_sample=False, pad_token_id=pad)
         text = tokenizer.decode(generated[0][len(prompt):], skip_special_tokens=False)
         calls = []
-        for body in re.findall(r"<tool_call>\s*(.*?)\s*</tool_call>", text, re.DOTALL):
+        for body in tool_blocks(text):
             try:
                 calls.append(json.loads(body))
             except json.JSONDecodeError:
