@@ -51,6 +51,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("slca.experiment", "ExperimentError"),
         ("slca.eval.experiment_report", "ExperimentReportError"),
         ("slca.train.policy", "PolicyError"),
+        ("slca.rollout.chat_format", "ChatFormatError"),
+        ("slca.train.convert", "ConvertError"),
         ("slca.data.synthesis", "SynthesisError"),
         ("slca.eval.tau2_bench", "Tau2EndpointError"),
         ("slca.simulator.endpoint", "EndpointError"),
@@ -61,10 +63,27 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+_PROFILE: list[str] = []  # set by the app callback's --profile
+
+
+@app.callback()
+def _options(profile: Annotated[str | None, typer.Option(
+        "--profile", help="Apply a params profile on top of the params file (real: pretrained policies).")] = None,
+) -> None:
+    _PROFILE[:] = [profile] if profile else []
+
+
+def _load(params_path: Path) -> Params:
+    from slca.config import apply_profile
+
+    params = load_params(params_path)
+    return apply_profile(params, _PROFILE[0]) if _PROFILE else params
+
+
 def _run_stage(target: str | Callable[..., Any], params_path: Path | None, *args: Any) -> Any:
     """Load params, then import and call `module:function` (params first, so a bad file fails fast)."""
     try:
-        params = load_params(params_path) if params_path is not None else None
+        params = _load(params_path) if params_path is not None else None
         if isinstance(target, str):
             module, name = target.split(":")
             target = getattr(importlib.import_module(module), name)
@@ -209,6 +228,44 @@ def dashboard(
     env = launch_env(tracking_uri, project_dir, os.environ)
     typer.echo(f"dashboard: http://{host}:{port} (tracking {env['MLFLOW_TRACKING_URI']})")
     os.execve(command[0], command, env)  # streamlit takes over the process, Ctrl-C included
+
+
+@app.command("profile")
+def profile(
+    name: Annotated[str, typer.Argument(help="Profile to apply (real: pretrained policies).")],
+    params: ParamsOption = Path("params.yaml"),
+    model_path: Annotated[str | None, typer.Option(help="Set policy.model_path too.")] = None,
+    write: Annotated[Path | None, typer.Option(help="Write the result here (atomically) instead of printing it.")] = None,
+) -> None:
+    """Print (or write) the params file with a profile applied: what `dvc repro` should read."""
+    from slca.config import apply_profile, dump_params, with_overrides
+    from slca.tracking import write_atomic
+
+    def build(loaded: Params) -> str:
+        merged = apply_profile(loaded, name)
+        if model_path is not None:
+            merged = with_overrides(merged, {"policy.model_path": model_path}, "--model-path")
+        return dump_params(merged)
+
+    text = _run_stage(build, params)
+    if write is None:
+        typer.echo(text, nl=False)
+    else:
+        write_atomic(write, text)
+        typer.echo(f"wrote {write} (profile {name})")
+
+
+@app.command("convert-gguf")
+def convert_gguf(
+    gguf_file: Annotated[Path, typer.Argument(help="GGUF checkpoint to convert.")],
+    out_dir: Annotated[Path, typer.Argument(help="Hugging Face model directory to write.")],
+    dtype: Annotated[str, typer.Option(help="Saved weight dtype: float32 or bfloat16.")] = "float32",
+) -> None:
+    """Convert a GGUF checkpoint into a local Hugging Face directory for `policy.model_path`."""
+    from slca.train.convert import gguf_to_hf
+
+    folder = _run_stage(gguf_to_hf, None, gguf_file, out_dir, dtype)
+    typer.echo(f"converted {gguf_file} -> {folder}")
 
 
 def _mount_subapps() -> None:

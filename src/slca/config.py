@@ -235,6 +235,17 @@ class PolicyParams(Section):
     model_path: str | None = Field(None, description="Hugging Face causal-LM path; null = embedded tiny model.")
     tiny: TinyModelParams = Field(default_factory=TinyModelParams, description="Size of the embedded tiny model.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Optional LoRA fine-tuning.")
+    chat_template: str | None = Field(
+        None,
+        description="Named chat template to install on a pretrained policy (qwen2_5, gemma3_tools): adds its "
+                    "tokens, makes its end of turn the end token, resizes the embeddings. null = the model's "
+                    "own template, refused in one line when it cannot render tools or end a turn.",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Weights of a pretrained policy. float32 keeps fp32 master weights (on CUDA, SFT and RL "
+                    "then run in bf16 mixed precision); bfloat16 loads pure bf16 weights (memory over accuracy).",
+    )
 
 
 class SftParams(Section):
@@ -397,6 +408,22 @@ def with_overrides(params: Params, overrides: Mapping[str, Any], source: str = "
             raise ParamsError(f"{source} {dotted!r}: no key {leaf!r}")
         node[leaf] = value
     return Params.model_validate(raw)
+
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+
+
+def profile_names() -> list[str]:
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.yaml"))
+
+
+def apply_profile(params: Params, name: str) -> Params:
+    """params with the dotted overrides of `profiles/<name>.yaml` applied (ParamsError on an unknown name)."""
+    path = PROFILES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ParamsError(f"profile {name!r} not found; choose one of {profile_names()}")
+    overrides = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return with_overrides(params, overrides, f"profile {name}")
 
 
 def load_params(path: Path | str = DEFAULT_PARAMS_PATH) -> Params:

@@ -72,7 +72,6 @@ def prompt_messages(task: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def render_prompt(task: Mapping[str, Any], tokenizer: Any) -> str:
     """The prompt text of a task (system + user, tools in the system block, assistant header)."""
-    return tokenizer.apply_chat_template(
-        list(task["messages"]), tools=list(task.get("tools") or []) or None,
-        tokenize=False, add_generation_prompt=True,
-    )
+    from slca.rollout.chat_format import render
+
+    return render(tokenizer, task["messages"], task.get("tools"), tokenize=False, add_generation_prompt=True)

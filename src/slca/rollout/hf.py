@@ -12,17 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from slca.rollout.chat_format import chat_format, render
 from slca.rollout.loop import generate_turns, turn_text
 
 
 def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256
                      ) -> Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]:
-    """Greedy single-turn generation from a chat; returns the decoded assistant text (tool tags kept)."""
+    """Greedy single-turn generation from a chat; returns the assistant text in canonical form
+    (`<tool_call>` blocks). Earlier assistant turns, canonical too, go back to the model in its own tags."""
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
+    fmt = chat_format(tokenizer, model)
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
-        ids = tokenizer.apply_chat_template(list(messages), tools=list(tools) if tools else None, tokenize=True,
-                                            return_dict=False, add_generation_prompt=True)
+        own = [dict(m, content=fmt.model_text(m["content"])) if m.get("role") == "assistant"
+               and isinstance(m.get("content"), str) else m for m in messages]
+        ids = render(tokenizer, own, tools, tokenize=True, return_dict=False, add_generation_prompt=True)
         budget = min(max_new_tokens, limit - len(ids))
         if budget <= 0:
             return ""

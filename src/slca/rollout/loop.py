@@ -2,7 +2,8 @@
 
 A rollout is the policy's assistant turns interleaved with tool responses, kept as one token list
 after the prompt. Each round the engine asks a **turn generator** for the next assistant turn of
-every live episode, parses its `<tool_call>` blocks, answers each block through the episode's
+every live episode, decodes it to canonical text (`<tool_call>` blocks, whatever tags the policy's
+chat template writes: `slca.rollout.chat_format`), parses its blocks, answers each block through the episode's
 environment session (`env_factory(task)` -> object with `.call(raw_block)` returning a
 ToolResult) and appends the tool messages with the chat template's own tokens. `response_mask`
 is 1 on tokens the policy wrote and 0 on the tokens the environment injected.
@@ -16,7 +17,8 @@ Stop rule, per episode and round:
 - before generating, an episode with no room left in its own context (prompt + completion ≥
   the generator's context limit) stops with `length`; each episode's turn is cut at its own
   budget min(max_new_tokens, room) (per-episode limits, not a batch minimum);
-- a turn that did not end at an end-of-turn token stops the episode (`length`);
+- a turn that did not end at a stop token (the chat template's end of turn, the tokenizer's and the
+  generation config's end tokens: `ChatFormat.stop_ids`) stops the episode (`length`);
 - a turn without a closed `<tool_call>` block is the final answer (`answer`);
 - a tool-calling turn in the last round (`max_turns` tool rounds done) stops with `max_turns`;
 - otherwise the calls are answered; when the tool messages plus one more token would not fit,
@@ -47,9 +49,9 @@ from typing import Any, Protocol
 import torch
 
 from slca.rollout.chat import prompt_messages, render_prompt, tool_content, tool_message
+from slca.rollout.chat_format import chat_format, render
 
 _CLOSED_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_CONTROL = re.compile(r"<\|[a-z_]+\|>")
 
 
 @dataclass
@@ -163,8 +165,9 @@ def tool_blocks(text: str) -> list[str]:
 
 
 def turn_text(tokenizer: Any, ids: Sequence[int]) -> str:
-    """Decoded assistant turn: tool tags kept, chat control tokens (`<|...|>`) dropped."""
-    return _CONTROL.sub("", tokenizer.decode(list(ids), skip_special_tokens=False)).strip()
+    """Decoded assistant turn in canonical form: stop and control tokens dropped, calls in `<tool_call>`
+    tags whatever tags the policy's chat template writes (`ChatFormat.turn_text`)."""
+    return chat_format(tokenizer).turn_text(tokenizer, ids)
 
 
 def result_text(result: Any) -> str:
@@ -178,15 +181,16 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) 
     """Template tokens that follow an assistant turn's end token: tool messages + next assistant header.
 
     Same construction as TRL's `_get_tool_suffix_ids`: render a dummy dialogue with and without the
-    tool messages and keep the difference after the last end-of-turn token.
+    tool messages and keep the difference after the last end-of-turn token — the template's own end
+    of turn, which need not be the tokenizer's end token (Gemma's `<end_of_turn>` vs `<eos>`).
     """
+    end_of_turn = chat_format(tokenizer).end_of_turn_id
     dummy = [{"role": "user", "content": "dummy"},
              {"role": "assistant", "content": "",
               "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]}]
-    prefix = tokenizer.apply_chat_template(dummy, tokenize=True, return_dict=False)
-    full = tokenizer.apply_chat_template(dummy + list(tool_messages), tokenize=True, return_dict=False,
-                                         add_generation_prompt=True)
-    ends = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    prefix = render(tokenizer, dummy, tokenize=True, return_dict=False)
+    full = render(tokenizer, dummy + list(tool_messages), tokenize=True, return_dict=False, add_generation_prompt=True)
+    ends = [i for i, token in enumerate(prefix) if token == end_of_turn]
     if ends:
         prefix = prefix[: ends[-1] + 1]
     if full[: len(prefix)] != prefix:
@@ -220,9 +224,10 @@ def generate_turns(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]
     torch.manual_seed(seed)
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 \
         else {"do_sample": False}
+    stops = sorted(chat_format(tokenizer, model).stop_ids)
     output = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                            eos_token_id=tokenizer.eos_token_id, pad_token_id=pad, **sampling)
-    return [cut_turn(row, {tokenizer.eos_token_id}, max_new_tokens) for row in output[:, width:].tolist()]
+                            eos_token_id=stops[0] if len(stops) == 1 else stops, pad_token_id=pad, **sampling)
+    return [cut_turn(row, set(stops), max_new_tokens) for row in output[:, width:].tolist()]
 
 
 class HFTurnGenerator:
@@ -236,7 +241,7 @@ class HFTurnGenerator:
                  batch_size: int = 16) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.seed, self.batch_size = temperature, seed, batch_size
-        self.eos_token_ids = {tokenizer.eos_token_id}
+        self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
         self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
 
     def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:

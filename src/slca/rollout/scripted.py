@@ -31,6 +31,7 @@ from slca.rewards.facts import (
 )
 from slca.rewards.values import loosely_equal
 from slca.rollout.chat import NO_TOOL_ANSWER, tool_call_text
+from slca.rollout.chat_format import chat_format
 from slca.rollout.loop import Episode, Turn, tool_suffix_ids
 
 Policy = Callable[[Episode, int], str]
@@ -39,18 +40,21 @@ ERROR_REPORT = "The tool reported an error, so the request could not be complete
 
 
 class ScriptedTurnGenerator:
-    """Turns written by `policy(episode, round)`, tokenized, ending at the end-of-turn token."""
+    """Turns written by `policy(episode, round)` (canonical call text, put in the template's own tags),
+    tokenized, ending at the chat template's end-of-turn token."""
 
     def __init__(self, tokenizer: Any, policy: Policy, context_limit: int = 1 << 30) -> None:
         self.tokenizer, self.policy = tokenizer, policy
-        self.eos_token_ids = {tokenizer.eos_token_id}
+        self.format = chat_format(tokenizer)
+        self.eos_token_ids = set(self.format.stop_ids)
         self.context_limit = context_limit
 
     def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
         turns = []
         for episode, budget in zip(episodes, budgets, strict=True):
-            ids = self.tokenizer(self.policy(episode, round_index), add_special_tokens=False)["input_ids"]
-            turns.append(Turn((list(ids) + [self.tokenizer.eos_token_id])[:budget]))
+            text = self.format.model_text(self.policy(episode, round_index))
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            turns.append(Turn((list(ids) + [self.format.end_of_turn_id])[:budget]))
         return turns
 
     def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:

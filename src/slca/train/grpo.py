@@ -40,6 +40,7 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.rollout.chat_format import apply_stop_ids, chat_format
 from slca.simulator import SimulatorSession
 from slca.simulator.endpoint import FailureBudgetExceeded
 from slca.train.grpo_rollout import run_multiturn
@@ -147,6 +148,8 @@ class SLCAGRPOTrainer(GRPOTrainer):
         self.failure_windows = failure_windows(params, self.judge)
         self.last_credit: dict[str, Any] = {}
         self._current_tasks: list[dict[str, Any]] = []
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        apply_stop_ids(base, chat_format(processing_class, base))  # TRL reads its stop set from here
         super().__init__(
             model=model,
             reward_funcs=[_slca_reward("r_tool"), _slca_reward("r_sum")],

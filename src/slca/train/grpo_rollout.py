@@ -3,7 +3,9 @@
 The turn loop, stop rule, observations and scoring are the rollout engine's (`slca.rollout`),
 the same code evaluation runs; only the generator differs. `TRLTurnGenerator` generates each turn
 with `GRPOTrainer._generate_single_turn` (plain `generate`, or vLLM colocate/server — whatever
-the trainer is configured with) and appends tool messages with TRL's `_get_tool_suffix_ids`.
+the trainer is configured with), stopping at the chat format's stop set (which the trainer has in
+`eos_token_ids`), and appends tool messages with the engine's `tool_suffix_ids`, cut at the
+template's own end of turn as evaluation cuts them.
 Under several processes it reports whether any process still has a live episode, so every
 process runs the same number of rounds with equal-size batches.
 
@@ -31,7 +33,8 @@ from slca.rollout import (
     run_episodes,
     training_env,
 )
-from slca.rollout.loop import call_key, new_episodes
+from slca.rollout.chat_format import chat_format
+from slca.rollout.loop import call_key, new_episodes, tool_suffix_ids
 
 __all__ = ["TRLTurnGenerator", "build_judge", "rollout_batch", "rollout_stats", "run_multiturn"]
 
@@ -48,7 +51,10 @@ class TRLTurnGenerator:
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
         self.tokenizer = trainer.processing_class
-        self.eos_token_ids = set(trainer.eos_token_ids)
+        self.eos_token_ids = set(chat_format(self.tokenizer, trainer.model).stop_ids)
+        if set(trainer.eos_token_ids) != self.eos_token_ids:
+            raise ValueError(f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
+                             f"{sorted(self.eos_token_ids)}: load the policy with slca.train.policy.load_policy")
         self.context_limit = _max_model_len(trainer)
 
     def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
@@ -61,7 +67,7 @@ class TRLTurnGenerator:
         return turns
 
     def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        return list(self.trainer._get_tool_suffix_ids(list(messages)))
+        return tool_suffix_ids(self.tokenizer, messages)
 
     def any_live(self, local_live: bool) -> bool | None:
         accelerator = self.trainer.accelerator

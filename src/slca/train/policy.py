@@ -4,7 +4,9 @@ The embedded default needs no download: a byte-level BPE tokenizer is trained on
 corpus (rendered gold dialogues, tools JSON included) and carries the Qwen2.5 chat template from
 TRL, so prompts, `<tool_call>` blocks and `<tool_response>` blocks look exactly as they do for
 Qwen2.5-Instruct; a Qwen2-architecture model of ~1-5 M parameters is built from
-`params.policy.tiny`. Any other path is loaded with `local_files_only=True`.
+`params.policy.tiny`. Any other path is loaded with `local_files_only=True` and keeps its own chat
+template (`slca.rollout.chat_format` reads its end of turn and call tags, or refuses it in one
+line); `policy.chat_template` installs a named one instead.
 
     tokenizer = train_tokenizer(corpus_texts(tasks), vocab_size=4096, seed=0)
     model = build_tiny_model(params.policy.tiny, tokenizer, seed=0)
@@ -48,6 +50,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 from trl.chat_template_utils import qwen2_5_chat_template
 
 from slca.rollout.chat import gold_conversation, render_prompt  # noqa: F401  (render_prompt re-exported)
+from slca.rollout.chat_format import apply_stop_ids, chat_format, install_chat_template
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -213,20 +216,13 @@ def read_tasks(path: Path | str, limit: int | None = None) -> list[dict[str, Any
     return tasks
 
 
-def _ensure_chat_ready(tokenizer: Any) -> Any:
-    if tokenizer.chat_template is None:
-        tokenizer.chat_template = CHAT_TEMPLATE
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    return tokenizer
-
-
-def _apply_lora(model: Any, lora: Any) -> Any:
+def _apply_lora(model: Any, lora: Any, trainable_tokens: Sequence[int] = ()) -> Any:
     from peft import LoraConfig, get_peft_model
 
+    # an installed template's control tokens are new or barely trained rows: train them beside the adapters
+    extra = {"trainable_token_indices": list(trainable_tokens)} if trainable_tokens else {}
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules="all-linear", task_type="CAUSAL_LM")
+                        target_modules="all-linear", task_type="CAUSAL_LM", **extra)
     return get_peft_model(model, config)
 
 
@@ -248,24 +244,43 @@ def load_tokenizer(path: Path | str) -> Any:
     return tokenizer
 
 
-def _load_pretrained(path: Path, lora: Any) -> tuple[Any, Any]:
+def _adapter_base(path: Path) -> None:
+    """An adapter directory names its base model; a relative base that is not there fails in one line."""
+    config = json.loads((path / "adapter_config.json").read_text(encoding="utf-8"))
+    base = config.get("base_model_name_or_path")
+    if not base or not Path(base).exists():
+        raise PolicyError(f"{path} is a LoRA adapter whose base model {base!r} is not found from {Path.cwd()}; "
+                          "slca saves merged models, so retrain or merge this adapter onto its base")
+
+
+def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
     if not path.exists():
         raise PolicyError(f"policy path {path} does not exist (no downloads: give a local model directory)")
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    dtype = torch.bfloat16 if policy.dtype == "bfloat16" else torch.float32
+    adapter = (path / "adapter_config.json").exists()
     try:
         tokenizer = load_tokenizer(path)
-        if (path / "adapter_config.json").exists():
+        if adapter:
+            _adapter_base(path)
             from peft import AutoPeftModelForCausalLM
 
             model = AutoPeftModelForCausalLM.from_pretrained(path, is_trainable=True, dtype=dtype,
                                                              local_files_only=True)
         else:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
-            if lora.enabled:
-                model = _apply_lora(model, lora)
     except (OSError, ValueError) as error:
         raise PolicyError(f"cannot load policy from {path}: {str(error).splitlines()[0]}") from None
-    return model, _ensure_chat_ready(tokenizer)
+    trainable_tokens: list[int] = []
+    if policy.chat_template is not None and not adapter:
+        added = install_chat_template(model, tokenizer, policy.chat_template)
+        trainable_tokens = [tokenizer.convert_tokens_to_ids(token) for token in added]
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    apply_stop_ids(model, chat_format(tokenizer, model))  # refuses a template that cannot do tools or stop
+    if policy.lora.enabled and not adapter:
+        model = _apply_lora(model, policy.lora, trainable_tokens)
+    return model, tokenizer
 
 
 def load_policy(path_or_none: str | Path | None, params: Any,
@@ -276,10 +291,11 @@ def load_policy(path_or_none: str | Path | None, params: Any,
     """
     path = path_or_none if path_or_none is not None else params.policy.model_path
     if path is not None:
-        return _load_pretrained(Path(path), params.policy.lora)
+        return _load_pretrained(Path(path), params.policy)
     if tokenizer is None:
         tokenizer = tokenizer_for_tasks(read_tasks(Path(params.data.out_dir) / "train.jsonl"), params)
     model = build_tiny_model(params.policy.tiny, tokenizer, params.project.seed)
+    apply_stop_ids(model, chat_format(tokenizer, model))
     if params.policy.lora.enabled:
         model = _apply_lora(model, params.policy.lora)
     return model, tokenizer

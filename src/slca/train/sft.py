@@ -3,8 +3,9 @@
 Each train task becomes one dialogue — system+user, the gold calls as assistant `<tool_call>`
 turns, the real gold responses as tool messages, then the gold summary (or, for a no-call task, a
 plain "no tool can help" answer). The loss covers assistant tokens only: the mask comes from the
-`{% generation %}` markers of TRL's training variant of the Qwen2.5 template, so prompt and
-tool-response tokens never enter the loss. TRL's `SFTTrainer` runs the steps; loss per step and
+`{% generation %}` markers of the policy's chat template (TRL's training variant when the template
+has none; `slca.rollout.chat_format` refuses a template whose end of turn would not be trained), so
+prompt and tool-response tokens never enter the loss. TRL's `SFTTrainer` runs the steps; loss per step and
 the final metrics go to MLflow; the model and tokenizer are written atomically to
 `params.sft.out_dir`.
 
@@ -29,9 +30,8 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import SFTConfig, SFTTrainer
-from trl.chat_template_utils import get_training_chat_template
-
 from slca.rollout.chat import gold_conversation
+from slca.rollout.chat_format import chat_format, render
 from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
 from slca.train.augment import augment_tasks
@@ -45,16 +45,15 @@ from slca.train.policy import (
 
 
 def training_template(tokenizer: Any) -> str:
-    """The tokenizer's chat template with `{% generation %}` markers (assistant-only loss)."""
-    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+    """The tokenizer's chat template with `{% generation %}` markers (assistant-only loss), its end of
+    turn inside the trained span (`ChatFormat.training_template`)."""
+    return chat_format(tokenizer).training_template
 
 
 def sft_example(task: Mapping[str, Any], tokenizer: Any, template: str) -> dict[str, list[int]]:
     """Token ids of a task's gold dialogue and its assistant mask (1 = trained token)."""
-    encoded = tokenizer.apply_chat_template(
-        gold_conversation(task), tools=list(task.get("tools") or []) or None, chat_template=template,
-        tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
-    )
+    encoded = render(tokenizer, gold_conversation(task), task.get("tools"), chat_template=template,
+                     tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     return {"input_ids": list(encoded["input_ids"]), "assistant_masks": list(encoded["assistant_masks"])}
 
 
@@ -128,7 +127,8 @@ def sft_config(params: Any, output_dir: str) -> SFTConfig:
         save_strategy="no",
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
-        bf16=False,
+        # fp32 master weights (policy.dtype float32) with bf16 autocast on CUDA; plain fp32 on CPU
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=False,
         max_length=sft.max_length,
         seed=params.project.seed,

@@ -286,6 +286,17 @@ def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callb
     return trainer
 
 
+def save_policy(trainer: Any, folder: Path) -> None:
+    """The trained policy into the run dir; LoRA adapters merged into their base, so the dir loads on its own
+    from any working directory (an adapter would name its base by the relative path it was loaded from)."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if not hasattr(model, "merge_and_unload"):
+        trainer.save_model(str(folder))
+        return
+    if trainer.accelerator.is_main_process:
+        model.merge_and_unload().save_pretrained(str(folder))
+
+
 def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     """Train one (estimator, seed) run, resuming an interrupted one; returns its summary metrics."""
     import mlflow
@@ -316,7 +327,7 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         trainer = build_trainer(params, estimator, seed, folder, [StepLogger(folder / HISTORY_FILE)],
                                 SampleWriter(folder / "samples") if main_process else None)
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        trainer.save_model(str(folder))
+        save_policy(trainer, folder)
         summary = {"estimator": estimator, "seed": seed, "global_step": int(trainer.state.global_step),
                    "resumed_from": checkpoint.name if checkpoint else None,
                    "train_runtime_s": float(result.metrics.get("train_runtime", 0.0)),
