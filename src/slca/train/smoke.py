@@ -42,7 +42,10 @@ def smoke_params(args: argparse.Namespace, use_vllm: bool) -> Params:
              "max_completion_length": args.max_completion_length, "max_tool_turns": args.max_tool_turns,
              "checkpoint_every": 10_000, "sample_every": 10_000, "use_vllm": use_vllm,
              "vllm_mode": "colocate", "vllm_gpu_memory_utilization": args.vllm_memory}
-    return Params.model_validate({"train": train})
+    # a pretrained --model goes through the same chat-format checks as the pipeline (its own template,
+    # or the one --chat-template installs), with LoRA as in the real profile
+    policy = {"chat_template": args.chat_template, "lora": {"enabled": bool(args.model)}}
+    return Params.model_validate({"train": train, "policy": policy})
 
 
 def tiny_policy(params: Params, tasks: list[dict[str, Any]], folder: Path) -> Path:
@@ -112,6 +115,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-model-len", type=int, default=4096, help="vLLM context length")
     parser.add_argument("--vllm-memory", type=float, default=0.3, help="GPU memory share for vLLM colocate")
     parser.add_argument("--no-vllm", action="store_true", help="plain generate even when vllm is importable")
+    parser.add_argument("--chat-template", default=None,
+                        help="named template to install on --model (policy.chat_template: qwen2_5, gemma3_tools)")
     return parser.parse_args(argv)
 
 
