@@ -204,3 +204,26 @@ def test_slca_train_on_a_policy_that_cannot_render_tools_exits_with_one_line(tmp
     assert result.returncode == 2, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "does not render the offered tools" in lines[0], result.stderr[-2000:]
+
+
+def test_lora_sft_through_an_installed_template_that_adds_tokens(tmp_path):
+    """A base checkpoint without a template, LoRA on, `policy.chat_template` adding Gemma's turn tokens:
+    SFT trains (TRL's fused LM head and PEFT agree) and saves a merged model that loads by itself."""
+    from slca.train.sft import save_atomically, train_sft
+
+    tasks = [single_task(i) for i in range(6)]
+    tokenizer = toy_tokenizer()
+    tokenizer.chat_template = None
+    build_tiny_model(TINY, tokenizer, 0).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    params = Params.model_validate({"policy": {"model_path": str(tmp_path / "base"), "chat_template": "gemma3_tools",
+                                               "lora": {"enabled": True}},
+                                    "sft": {"max_steps": 2, "n_examples": 4, "threads": 1}})
+    model, trained_tokenizer, metrics = train_sft(params, tasks)
+    assert metrics["sft_steps"] == 2
+    save_atomically(model, trained_tokenizer, tmp_path / "sft", metrics)
+    assert not (tmp_path / "sft" / "adapter_config.json").exists()
+    reloaded, reloaded_tokenizer = load_policy(tmp_path / "sft", Params.model_validate(
+        {"policy": {"model_path": None, "chat_template": "gemma3_tools"}}))
+    assert chat_format(reloaded_tokenizer, reloaded).end_of_turn == "<end_of_turn>"
+    assert reloaded.get_input_embeddings().weight.shape[0] == len(reloaded_tokenizer)

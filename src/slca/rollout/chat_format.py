@@ -261,9 +261,3 @@ def install_chat_template(model: Any, tokenizer: Any, name: str) -> list[str]:
             model.resize_token_embeddings(len(tokenizer))
         model.config.get_text_config().eos_token_id = tokenizer.eos_token_id
     return special + plain
-
-
-def template_token_ids(tokenizer: Any, name: str) -> list[int]:
-    """Ids of the named template's control tokens (the rows LoRA must train when they are new)."""
-    spec = template_spec(name)
-    return sorted({tokenizer.convert_tokens_to_ids(token) for token in (*spec.special_tokens, *spec.plain_tokens)})

@@ -216,13 +216,13 @@ def read_tasks(path: Path | str, limit: int | None = None) -> list[dict[str, Any
     return tasks
 
 
-def _apply_lora(model: Any, lora: Any, trainable_tokens: Sequence[int] = ()) -> Any:
+def _apply_lora(model: Any, lora: Any) -> Any:
+    # Adapters only: tokens a named template adds keep their mean-initialised rows (PEFT's
+    # trainable-token rows break TRL 1.16's fused LM head), so prefer a template whose tokens exist.
     from peft import LoraConfig, get_peft_model
 
-    # an installed template's control tokens are new or barely trained rows: train them beside the adapters
-    extra = {"trainable_token_indices": list(trainable_tokens)} if trainable_tokens else {}
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules="all-linear", task_type="CAUSAL_LM", **extra)
+                        target_modules="all-linear", task_type="CAUSAL_LM")
     return get_peft_model(model, config)
 
 
@@ -270,16 +270,14 @@ def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except (OSError, ValueError) as error:
         raise PolicyError(f"cannot load policy from {path}: {str(error).splitlines()[0]}") from None
-    trainable_tokens: list[int] = []
     if policy.chat_template is not None and not adapter:
-        added = install_chat_template(model, tokenizer, policy.chat_template)
-        trainable_tokens = [tokenizer.convert_tokens_to_ids(token) for token in added]
+        install_chat_template(model, tokenizer, policy.chat_template)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     apply_stop_ids(model, chat_format(tokenizer, model))  # refuses a template that cannot do tools or stop
     if policy.lora.enabled and not adapter:
-        model = _apply_lora(model, policy.lora, trainable_tokens)
+        model = _apply_lora(model, policy.lora)
     return model, tokenizer
 
 
