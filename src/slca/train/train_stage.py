@@ -289,11 +289,12 @@ def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callb
 def save_policy(trainer: Any, folder: Path) -> None:
     """The trained policy into the run dir; LoRA adapters merged into their base, so the dir loads on its own
     from any working directory (an adapter would name its base by the relative path it was loaded from)."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
+    accelerator = getattr(trainer, "accelerator", None)
+    model = accelerator.unwrap_model(trainer.model) if accelerator is not None else getattr(trainer, "model", None)
     if not hasattr(model, "merge_and_unload"):
         trainer.save_model(str(folder))
         return
-    if trainer.accelerator.is_main_process:
+    if accelerator is None or accelerator.is_main_process:
         model.merge_and_unload().save_pretrained(str(folder))
 
 
