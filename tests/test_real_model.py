@@ -94,7 +94,7 @@ def test_gemma_trains_and_evaluates_in_its_own_turn_format(gemma_dir, tmp_path, 
     step = json.loads((run / "metrics_history.jsonl").read_text().splitlines()[-1])
     assert step["completions/clipped_ratio"] < 1.0  # rollouts end their turns instead of running to the cap
     assert step["rollout/tool_calls_per_rollout"] > 0  # and write calls the engine parses
-    sample = json.loads(sorted((run / "samples").glob("step_*.json"))[-1].read_text())
+    sample = json.loads(max((run / "samples").glob("step_*.json")).read_text())
     first_turn_ends = []
     for rollout in sample["rollouts"]:
         tokens, mask = rollout["tokens"], rollout["response_mask"]

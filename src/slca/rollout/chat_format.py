@@ -200,7 +200,10 @@ def _stop_ids(tokenizer: Any, model: Any, end_of_turn_id: int) -> frozenset[int]
 
 
 def _training_template(tokenizer: Any) -> str:
-    from trl.chat_template_utils import get_training_chat_template, is_chat_template_stop_token_trained
+    from trl.chat_template_utils import (
+        get_training_chat_template,
+        is_chat_template_stop_token_trained,
+    )
 
     try:
         template = get_training_chat_template(tokenizer) or tokenizer.chat_template

@@ -30,6 +30,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import SFTConfig, SFTTrainer
+
 from slca.rollout.chat import gold_conversation
 from slca.rollout.chat_format import chat_format, render
 from slca.runinfo import split_volatile, update_runinfo
