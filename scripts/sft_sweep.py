@@ -34,6 +34,17 @@ TODAY = {"policy.tiny.hidden_size": 128, "policy.tiny.num_hidden_layers": 4, "po
          "sft.n_examples": 1000, "sft.threads": 1}
 FIT = {**TODAY, "sft.max_length": 2560, "policy.tiny.max_position_embeddings": 3072}
 V8K = {**FIT, "policy.tiny.vocab_size": 8192}
+# Compact prompts: today's model and tokenizer defaults, every train task, alone on both cores.
+COMPACT = {"policy.tiny.hidden_size": 128, "policy.tiny.num_hidden_layers": 4, "policy.tiny.num_attention_heads": 4,
+           "policy.tiny.num_key_value_heads": 2, "policy.tiny.intermediate_size": 384,
+           "policy.tiny.vocab_size": 4096, "policy.tiny.max_position_embeddings": 3072,
+           "policy.tiny.pretokenizer": "wordsp", "policy.tiny.tie_word_embeddings": True,
+           "sft.max_steps": 2000, "sft.learning_rate": 0.002, "sft.batch_size": 1, "sft.max_length": 3072,
+           "sft.n_examples": 3000, "sft.threads": 2}
+M4 = {"policy.tiny.hidden_size": 256, "policy.tiny.intermediate_size": 768}
+M8 = {"policy.tiny.hidden_size": 384, "policy.tiny.num_hidden_layers": 5, "policy.tiny.num_attention_heads": 6,
+      "policy.tiny.intermediate_size": 1024}
+DATA20K = {"data.n_train": 20000, "sft.n_examples": 20000}
 CONFIGS: dict[str, dict] = {
     "today": TODAY,                                     # 239 of 1000 examples dropped (too long)
     "fit-all": FIT,                                     # every example fits
@@ -59,6 +70,16 @@ CONFIGS: dict[str, dict] = {
     # exp-9000 with the wordsp split, alone on both cores, evaluated along the way: where does it flatten?
     "wordsp-9000": {**V8K, "sft.max_steps": 9000, "sft.n_examples": 3000, "sft.threads": 2, "sft.max_length": 3072,
                     "policy.tiny.pretokenizer": "wordsp", "sweep.eval_at": [1500, 3000, 4500, 6000, 7500]},
+    # ---- compact prompts (the slca_compact template: one line per tool), each alone on both cores ----
+    # every row above read the tools as JSON schemas; from here on the embedded template renders them compactly
+    "c-2000": COMPACT,
+    "c-4m-2000": {**COMPACT, **M4},                                        # 3.8 M parameters
+    "c-20k-4000": {**COMPACT, **DATA20K, "sft.max_steps": 4000},           # 20,000 unique train tasks
+    "c-untied-2000": {**COMPACT, "policy.tiny.tie_word_embeddings": False},
+    "c-b4-500": {**COMPACT, "sft.batch_size": 4, "sft.max_steps": 500},    # the examples of c-2000 in batches of 4
+    "c-8m-2000": {**COMPACT, **M8},                                        # 8.9 M parameters
+    "c-4000": {**COMPACT, "sft.max_steps": 4000},
+    "c-4m-20k-6000": {**COMPACT, **M4, **DATA20K, "sft.max_steps": 6000, "sweep.eval_at": [2000, 4000]},
 }
 # What the table cannot say about a row (shown under it).
 NOTES = {
@@ -71,11 +92,13 @@ NOTES = {
 # Longest first, so the two lanes finish together.
 RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
              "copy50-2000", "words-copy50-2000", "wordsp-2000",
-             "wordsp-copy50-2000", "wordsp-lr4-2000", "wordsp-9000"]
+             "wordsp-copy50-2000", "wordsp-lr4-2000", "wordsp-9000",
+             "c-2000", "c-4m-2000", "c-20k-4000", "c-untied-2000", "c-b4-500", "c-8m-2000", "c-4000", "c-4m-20k-6000"]
 
 
 def run_one(name: str) -> int:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    threads = CONFIGS[name].get("sft.threads", 1)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     log = RESULTS / f"{name}.log"
     with log.open("w") as handle:
         return subprocess.call([sys.executable, __file__, "--single", name], cwd=ROOT, env=env,

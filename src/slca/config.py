@@ -214,6 +214,7 @@ class TinyModelParams(Section):
     intermediate_size: int = Field(384, ge=8, description="MLP width.")
     vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
     max_position_embeddings: int = Field(3072, ge=64, description="Longest sequence the model can see.")
+    tie_word_embeddings: bool = Field(True, description="Share the input embedding and the output head.")
     tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
     pretokenizer: Literal["qwen2", "words", "wordsp"] = Field(
         "wordsp",
@@ -237,7 +238,7 @@ class PolicyParams(Section):
     lora: LoraParams = Field(default_factory=LoraParams, description="Optional LoRA fine-tuning.")
     chat_template: str | None = Field(
         None,
-        description="Named chat template to install on a pretrained policy (qwen2_5, gemma3_tools): adds its "
+        description="Named chat template to install on a pretrained policy (qwen2_5, slca_compact, gemma3_tools): adds its "
                     "tokens, makes its end of turn the end token, resizes the embeddings. null = the model's "
                     "own template, refused in one line when it cannot render tools or end a turn.",
     )

@@ -5,25 +5,57 @@ Per episode: Name-F1 and ArgMatch (the execution reward's name and value compone
 calls, redundant calls (identical name + arguments repeated in one episode) and generated tokens.
 Aggregates: overall and per task kind, greedy, plus pass@k over `eval.pass_k` sampled episodes.
 
+Given the values of the train split's gold calls (`seen_values`), each gold argument value is also
+counted as *seen* (it appears as some argument value in training) or *held-out*, and whether a call
+of the same tool wrote it: `arg_match_seen` and `arg_match_heldout` are the shares written right.
+A scratch model can copy a held-out value only from the request; a seen one it may recall.
+
     result = evaluate_policy(model, tokenizer, tasks, params)
     result["metrics"]["success"], result["per_kind"]["parallel"]["success"]
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from slca.rollout.loop import Episode, HFTurnGenerator, call_key, run_episodes
+from slca.rewards.values import loosely_equal, normalise
 from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
                 "generated_tokens")
 
 
-def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
+def value_key(value: Any) -> str:
+    """A value's identity under loose equality (trimmed, lower-cased, numbers as floats)."""
+    return json.dumps(normalise(value), sort_keys=True, ensure_ascii=False, default=str)
+
+
+def train_values(tasks: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Every top-level argument value of the given tasks' gold calls (as `value_key`)."""
+    return frozenset(value_key(value) for task in tasks for step in task.get("gold_steps") or []
+                     for call in step for value in (call.get("arguments") or {}).values())
+
+
+def value_hits(episode: Episode, seen_values: frozenset[str]) -> dict[str, float]:
+    """Gold argument values, seen in training or held-out, and how many a same-tool call wrote."""
+    predicted = [call for parsed in episode.parsed for call in parsed.calls]
+    out = {"values_seen": 0.0, "values_seen_right": 0.0, "values_heldout": 0.0, "values_heldout_right": 0.0}
+    for step in episode.task.get("gold_steps") or []:
+        for gold in step:
+            same = [dict(call.get("arguments") or {}) for call in predicted if call.get("name") == gold["name"]]
+            for key, value in (gold.get("arguments") or {}).items():
+                kind = "values_seen" if value_key(value) in seen_values else "values_heldout"
+                out[kind] += 1
+                out[f"{kind}_right"] += float(any(key in args and loosely_equal(value, args[key]) for args in same))
+    return out
+
+
+def episode_metrics(episode: Episode, threshold: float, seen_values: frozenset[str] | None = None) -> dict[str, float]:
     """The per-episode numbers every aggregate is built from (rewards must be filled)."""
     reward, parsed = episode.tool_reward, episode.parsed
     blocks = [body for turn in episode.calls for body in turn]
@@ -42,6 +74,7 @@ def episode_metrics(episode: Episode, threshold: float) -> dict[str, float]:
         "generated_tokens": float(episode.n_generated),
         "call_blocks": float(sum(p.n_blocks for p in parsed)),
         "valid_blocks": float(sum(p.n_valid for p in parsed)),
+        **(value_hits(episode, seen_values) if seen_values is not None else {}),
     }
 
 
@@ -62,6 +95,11 @@ def aggregate(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
     out["well_formed_calls"] = sum(row.get("valid_blocks", 0.0) for row in rows) / blocks if blocks else 0.0
     total_calls = sum(row["calls"] for row in rows)
     out["redundant_call_rate"] = sum(row["redundant_calls"] for row in rows) / total_calls if total_calls else 0.0
+    for kind in ("seen", "heldout"):
+        values = sum(row.get(f"values_{kind}", 0.0) for row in rows)
+        if values:
+            out[f"arg_match_{kind}"] = sum(row.get(f"values_{kind}_right", 0.0) for row in rows) / values
+            out[f"values_{kind}"] = values
     out["n"] = float(n)
     return out
 
@@ -92,8 +130,10 @@ def flatten_table(table: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
 
 
 def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any,
-                    *, env: Any = None, judge: Any = None) -> dict[str, Any]:
+                    *, env: Any = None, judge: Any = None, seen_values: frozenset[str] | None = None) -> dict[str, Any]:
     """Greedy (and, with eval.pass_k > 1, sampled) in-domain evaluation with real executors.
+
+    `seen_values` (`train_values` of the train split) adds `arg_match_seen` / `arg_match_heldout`.
 
     Returns {"metrics": flat dict (overall, `<metric>.<kind>`, pass@k), "per_kind": {kind: {...}},
     "episodes": one row per greedy episode (task id, kind and its numbers, for paired statistics)}.
@@ -107,7 +147,7 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
     seed = params.project.seed
     greedy = run_episodes(HFTurnGenerator(model, tokenizer, temperature=0.0, seed=seed), tasks,
                           num_samples=1, **rollout)
-    rows = [episode_metrics(episode, threshold) for episode in greedy]
+    rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
     if params.eval.pass_k > 1:
@@ -126,4 +166,6 @@ def evaluate_path(model_path: str | Path, params: Any, split_path: str | Path | 
 
     model, tokenizer = load_policy(model_path, params)
     tasks = read_tasks(split_path or Path(params.data.out_dir) / "test.jsonl", limit=params.eval.n_test)
-    return evaluate_policy(model, tokenizer, tasks, params)
+    train = Path(params.data.out_dir) / "train.jsonl"
+    seen = train_values(read_tasks(train)) if train.exists() else None
+    return evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)

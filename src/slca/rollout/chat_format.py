@@ -61,10 +61,13 @@ def _trl_template(name: str) -> str:
 
 
 def named_templates() -> dict[str, TemplateSpec]:
-    """Templates a model can be given by name: TRL's Qwen2.5 and the project's Gemma-3 tool template."""
+    """Templates a model can be given by name: TRL's Qwen2.5, the project's compact one (the embedded
+    policy's: Qwen2.5 turns, one line per tool) and the project's Gemma-3 tool template."""
     tags = (CALL_OPEN, CALL_CLOSE, "<tool_response>", "</tool_response>")
     return {
         "qwen2_5": TemplateSpec(_trl_template("qwen2_5"), ("<|im_start|>", "<|im_end|>"), tags, "<|im_end|>"),
+        "slca_compact": TemplateSpec((_TEMPLATES_DIR / "slca_compact.jinja").read_text(encoding="utf-8"),
+                                     ("<|im_start|>", "<|im_end|>"), tags, "<|im_end|>"),
         "gemma3_tools": TemplateSpec((_TEMPLATES_DIR / "gemma3_tools.jinja").read_text(encoding="utf-8"),
                                      ("<start_of_turn>", "<end_of_turn>"), (), "<end_of_turn>"),
     }

@@ -1,10 +1,10 @@
 """Policy factory: the embedded tiny Qwen2 policy, or any local Hugging Face causal LM (+ LoRA).
 
 The embedded default needs no download: a byte-level BPE tokenizer is trained on the synthesized
-corpus (rendered gold dialogues, tools JSON included) and carries the Qwen2.5 chat template from
-TRL, so prompts, `<tool_call>` blocks and `<tool_response>` blocks look exactly as they do for
-Qwen2.5-Instruct; a Qwen2-architecture model of ~1-5 M parameters is built from
-`params.policy.tiny`. Any other path is loaded with `local_files_only=True` and keeps its own chat
+corpus (gold dialogues rendered by its own template) and carries the project's compact chat template
+(`templates/slca_compact.jinja`): Qwen2.5 turns, `<tool_call>` and `<tool_response>` blocks exactly as
+Qwen2.5-Instruct writes them, but each offered tool is one typed line instead of its JSON schema; a
+Qwen2-architecture model of a few million parameters is built from `params.policy.tiny`. Any other path is loaded with `local_files_only=True` and keeps its own chat
 template (`slca.rollout.chat_format` reads its end of turn and call tags, or refuses it in one
 line); `policy.chat_template` installs a named one instead.
 
@@ -47,17 +47,17 @@ from transformers.models.qwen2.tokenization_qwen2 import (
     PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX,
 )
 from transformers.utils.chat_template_utils import render_jinja_template
-from trl.chat_template_utils import qwen2_5_chat_template
-
 from slca.rollout.chat import gold_conversation, render_prompt  # noqa: F401  (render_prompt re-exported)
-from slca.rollout.chat_format import apply_stop_ids, chat_format, install_chat_template
+from slca.rollout.chat_format import apply_stop_ids, chat_format, install_chat_template, template_spec
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 TOOL_TAGS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 SPECIAL_TOKENS = (PAD_TOKEN, IM_START, IM_END, *TOOL_TAGS)
-CHAT_TEMPLATE = qwen2_5_chat_template
+#: the embedded policy's template: one line per tool (`slca_compact`, also installable by name)
+EMBEDDED_TEMPLATE = "slca_compact"
+CHAT_TEMPLATE = template_spec(EMBEDDED_TEMPLATE).text
 
 
 class PolicyError(ValueError):
@@ -66,7 +66,7 @@ class PolicyError(ValueError):
 
 def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
                 add_generation_prompt: bool = False) -> str:
-    """Render messages with the Qwen2.5 template without needing a tokenizer (used for the corpus)."""
+    """Render messages with the embedded template without needing a tokenizer (the tokenizer's corpus)."""
     rendered, _ = render_jinja_template(
         [list(messages)], tools=list(tools) if tools else None, chat_template=CHAT_TEMPLATE,
         add_generation_prompt=add_generation_prompt,
@@ -118,7 +118,7 @@ PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKEN
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
                     whole_words: Sequence[str] = (), pretokenizer: str = "qwen2") -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with Qwen2.5 control tokens and chat template.
+    """A byte-level BPE tokenizer with Qwen2.5 control tokens and the compact chat template.
 
     `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
     tool name from the offered schemas into its call with one tied-embedding lookup.
@@ -183,7 +183,7 @@ def build_tiny_model(tiny: Any, tokenizer: PreTrainedTokenizerFast, seed: int = 
         num_attention_heads=tiny.num_attention_heads,
         num_key_value_heads=tiny.num_key_value_heads,
         max_position_embeddings=tiny.max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tiny.tie_word_embeddings,
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

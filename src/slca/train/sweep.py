@@ -24,9 +24,13 @@ from transformers import TrainerCallback
 
 from slca.config import Params, with_overrides
 
-METRICS = ("success", "name_f1", "arg_match", "well_formed_calls", "process", "no_call_accuracy")
-LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch",
-          "well_formed_calls": "Well-formed calls", "process": "Process", "no_call_accuracy": "No-call acc."}
+METRICS = ("success", "name_f1", "arg_match", "arg_match_seen", "arg_match_heldout", "well_formed_calls", "process",
+           "no_call_accuracy")
+LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch", "arg_match_seen": "values seen",
+          "arg_match_heldout": "values held-out", "well_formed_calls": "Well-formed calls", "process": "Process",
+          "no_call_accuracy": "No-call acc."}
+#: metrics older rows did not record (shown as "—")
+OPTIONAL = frozenset({"arg_match_seen", "arg_match_heldout"})
 
 
 def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
@@ -47,8 +51,10 @@ class CurvePoints(TrainerCallback):
     length would reach.
     """
 
-    def __init__(self, steps: Sequence[int], val: Sequence[Mapping[str, Any]], params: Params) -> None:
+    def __init__(self, steps: Sequence[int], val: Sequence[Mapping[str, Any]], params: Params,
+                 seen_values: frozenset[str] | None = None) -> None:
         self.steps, self.val, self.params = sorted(set(int(s) for s in steps)), list(val), params
+        self.seen_values = seen_values
         self.points: list[dict[str, Any]] = []
         self.eval_seconds = 0.0
         self.started = 0.0
@@ -65,35 +71,60 @@ class CurvePoints(TrainerCallback):
 
         began = time.perf_counter()
         minutes = (began - self.started - self.eval_seconds) / 60
-        metrics = evaluate_live(model, processing_class, self.val, self.params)
+        metrics = evaluate_live(model, processing_class, self.val, self.params, self.seen_values)
         self.eval_seconds += time.perf_counter() - began
         self.points.append({"step": step, "sft_minutes": round(minutes, 2),
                             "val": {key: metrics.get(key, 0.0) for key in METRICS}})
 
 
+def sweep_data(params: Params, overrides: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+    """A configuration that changes `data.*` (e.g. more train tasks) gets its own synthesized data under
+    `<out_dir>/data-<hash of its data overrides>` (made once, validated like the stage's); the val split
+    does not depend on `data.n_train`, so rows stay comparable."""
+    import hashlib
+
+    from slca.data.stage import synthesize_and_publish
+
+    data = {key: value for key, value in overrides.items() if key.startswith("data.")}
+    if not data:
+        return {}
+    tag = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+    where = out_dir / f"data-{tag}"
+    moved = {**data, "data.out_dir": str(where), "data.report_path": str(where / "validation.json")}
+    if not (where / "train.jsonl").exists():
+        synthesize_and_publish(apply_overrides(params, moved))
+    return moved
+
+
 def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
                results_dir: Path) -> dict[str, Any]:
     """SFT under one configuration (model in `<out_dir>/<name>`), then its validation metrics,
-    written to `<results_dir>/<name>.json`. `sweep.eval_at: [steps]` adds curve points along the run."""
-    from slca.eval.indomain import evaluate_policy
-    from slca.train.policy import read_tasks
+    written to `<results_dir>/<name>.json`. `sweep.eval_at: [steps]` adds curve points along the run.
+    Value accuracy is split into values seen in the configuration's train split and held-out ones."""
+    from slca.eval.indomain import evaluate_policy, train_values
+    from slca.train.policy import EMBEDDED_TEMPLATE, read_tasks
     from slca.train.sft import cpu_threads, save_atomically, train_sft
 
     overrides = dict(overrides)
     eval_at = overrides.pop(EVAL_AT, [])
+    data = sweep_data(params, overrides, out_dir)
     # two runs share the 2 cores: one thread each, unless a configuration runs alone and says otherwise
-    params = apply_overrides(params, {"sft.threads": 1, **overrides, "sft.out_dir": str(out_dir / name)})
+    params = apply_overrides(params, {"sft.threads": 1, **overrides, **data, "sft.out_dir": str(out_dir / name)})
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
     val = read_tasks(Path(params.data.out_dir) / "val.jsonl")[:n_val]
-    curve = CurvePoints(eval_at, val, params)
+    seen = train_values(tasks)
+    curve = CurvePoints(eval_at, val, params, seen)
     model, tokenizer, sft_metrics = train_sft(params, tasks, callbacks=[curve] if eval_at else [])
     sft_seconds = sft_metrics["sft_seconds"] - curve.eval_seconds
     save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
     started = time.perf_counter()
     with cpu_threads(1):
-        evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}))
-    val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n")}
+        evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}),
+                                     seen_values=seen)
+    val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n", "values_seen", "values_heldout")}
+    prompts = "compact" if params.policy.model_path is None else (params.policy.chat_template or "own")
     result = {"name": name, "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
+              "prompts": prompts if params.policy.model_path else f"{prompts} ({EMBEDDED_TEMPLATE})",
               "sft": sft_metrics, "sft_minutes": round(sft_seconds / 60, 2),
               "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
               "val": val_metrics, "per_kind": evaluation["per_kind"]}
@@ -113,9 +144,16 @@ def changes(first: Mapping[str, Any], overrides: Mapping[str, Any]) -> str:
                      for k, v in diff.items()) or "—"
 
 
+def cell(values: Mapping[str, Any], metric: str) -> str:
+    """A metric to three places; "—" where an older row did not record it."""
+    if metric in OPTIONAL and metric not in values:
+        return "—"
+    return f"{values.get(metric, 0.0):.3f}"
+
+
 def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None) -> str:
-    head = ["config", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)", "final loss",
-            *(LABELS[m] for m in METRICS)]
+    head = ["config", "prompts", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)",
+            "final loss", *(LABELS[m] for m in METRICS)]
     first = results[0]["overrides"] if results else {}
     base = ", ".join(f"{k}={v}" for k, v in first.items())
     lines = ["# SFT sweep", "",
@@ -128,11 +166,12 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         sft = r["sft"]
-        cells = [r["name"], changes(first, r["overrides"]) if r is not results[0] else "—",
+        cells = [r["name"], r.get("prompts", "JSON schemas (qwen2_5)"),
+                 changes(first, r["overrides"]) if r is not results[0] else "—",
                  f"{r['sft_minutes']:.1f}", f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
                  str(sft.get("vocab_size", "?")),
                  f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
-                 *(f"{r['val'].get(m, 0.0):.3f}" for m in METRICS)]
+                 *(cell(r["val"], m) for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
     shown = [(r["name"], (notes or {}).get(r["name"])) for r in results]
     if any(note for _, note in shown):
@@ -147,8 +186,8 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
                   "length); SFT minutes exclude the evaluations.", "",
                   "| step | SFT min | " + " | ".join(LABELS[m] for m in METRICS) + " |",
                   "|" + "---|" * (2 + len(METRICS))]
-        lines += [f"| {p['step']} | {p['sft_minutes']:.1f} | " + " | ".join(f"{p['val'].get(m, 0.0):.3f}"
-                                                                       for m in METRICS) + " |" for p in r["curve"]]
+        lines += [f"| {p['step']} | {p['sft_minutes']:.1f} | " + " | ".join(cell(p["val"], m) for m in METRICS) + " |"
+                  for p in r["curve"]]
         lines.append("")
     return "\n".join(lines)
 
