@@ -68,7 +68,7 @@ def test_embedded_template_ends_turns_at_im_end_and_writes_canonical_calls():
     assert fmt.end_of_turn == "<|im_end|>"
     assert fmt.stop_ids == {tokenizer.convert_tokens_to_ids("<|im_end|>")}
     assert (fmt.call_open, fmt.call_close) == (CALL_OPEN, CALL_CLOSE)
-    assert "{% generation %}" in fmt.training_template
+    assert "{%- generation %}" in fmt.training_template
 
 
 def test_stop_set_is_the_union_when_the_end_token_is_not_the_end_of_turn():

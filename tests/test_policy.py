@@ -1,4 +1,4 @@
-"""Policy factory: tokenizer control tokens, Qwen2.5 chat rendering, tiny model size, determinism."""
+"""Policy factory: tokenizer control tokens, the compact chat template, tiny model size, determinism."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from policy_fixtures import (
     tiny_tasks,
 )
 from trl.chat_template_utils import (
-    add_response_schema,
     get_training_chat_template,
     is_chat_template_prefix_preserving,
-    parse_response,
+    is_chat_template_stop_token_trained,
     supports_tool_calling,
 )
 
 from slca.config import Params
+from slca.rollout.chat_format import chat_format
 from slca.train.policy import (
     CHAT_TEMPLATE,
     SPECIAL_TOKENS,
@@ -68,11 +68,32 @@ def test_offered_tool_names_are_single_tokens():
     assert named.decode(named.encode(text, add_special_tokens=False)) == text
 
 
-def test_prompt_renders_tools_like_qwen2_5(tokenizer):
+def test_prompt_renders_each_tool_as_one_typed_line(tokenizer):
     prompt = render_prompt(single_task(0), tokenizer)
-    assert prompt.startswith("<|im_start|>system\nYou are a helpful assistant that can call tools.\n\n# Tools\n")
-    assert "<tools>\n" + json.dumps(WEATHER_TOOL) + "\n" in prompt
-    assert prompt.endswith("<|im_start|>user\nWhat is the weather in Lima?<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt == ("<|im_start|>system\nYou are a helpful assistant that can call tools.\n\nTools:\n"
+                      "get_weather(city: str) - Current weather in a city.\n"
+                      "get_time(city: str) - Local time in a city.\n"
+                      "Call tools with one block per call:\n<tool_call>\n"
+                      '{"name": <tool>, "arguments": {<arg>: <value>}}\n</tool_call><|im_end|>\n'
+                      "<|im_start|>user\nWhat is the weather in Lima?<|im_end|>\n<|im_start|>assistant\n")
+    assert json.dumps(WEATHER_TOOL["function"]["parameters"]) not in prompt
+
+
+def test_compact_line_types_required_optional_enum_array_and_nested_arguments(tokenizer):
+    tool = {"type": "function", "function": {
+        "name": "place_order", "description": "Place an order.",
+        "parameters": {"type": "object", "required": ["email", "items"], "properties": {
+            "coupon": {"type": "string"},
+            "email": {"type": "string", "format": "email"},
+            "express": {"type": "boolean"},
+            "items": {"type": "array", "items": {"type": "object", "required": ["product_id"], "properties": {
+                "product_id": {"type": "string"}, "quantity": {"type": "integer"}}}},
+            "method": {"type": "string", "enum": ["standard", "express"]},
+            "tip": {"type": "number"},
+            "tags": {"type": "array"}}}}}
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[tool], tokenize=False)
+    assert ("place_order(email: email, items: list[{product_id: str, quantity?: int}], coupon?: str, express?: bool, "
+            "method?: standard|express, tip?: num, tags?: list[any]) - Place an order.\n") in prompt
 
 
 def test_tool_call_and_response_blocks_like_qwen2_5(tokenizer):
@@ -83,15 +104,26 @@ def test_tool_call_and_response_blocks_like_qwen2_5(tokenizer):
     assert text.endswith("<|im_start|>assistant\nIt is 14 C and clear in Lima.<|im_end|>\n")
 
 
+def test_compact_prompt_is_shorter_than_json_schemas(tokenizer):
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    task = single_task(0)
+    compact = render_prompt(task, tokenizer)
+    schemas = tokenizer.apply_chat_template(task["messages"], tools=task["tools"], chat_template=qwen2_5_chat_template,
+                                            tokenize=False, add_generation_prompt=True)
+    assert len(tokenizer.encode(compact)) < 0.6 * len(tokenizer.encode(schemas))
+
+
 def test_trl_tool_machinery_accepts_the_tokenizer(tokenizer):
     assert supports_tool_calling(tokenizer)
     assert is_chat_template_prefix_preserving(tokenizer)
-    assert "generation" in get_training_chat_template(tokenizer)
-    parser = add_response_schema(tokenizer)
-    prompt_ids = parser(render_prompt(single_task(0), parser))["input_ids"]
-    completion = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call><|im_end|>'
-    parsed = parse_response(parser, parser(completion)["input_ids"], prefix=prompt_ids)
-    assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}]
+    # the template carries its own generation markers: TRL needs no patch, and <|im_end|> is trained
+    assert get_training_chat_template(tokenizer) is None
+    assert "{%- generation %}" in tokenizer.chat_template
+    assert is_chat_template_stop_token_trained(tokenizer, tokenizer.chat_template)
+    fmt = chat_format(tokenizer)
+    assert (fmt.end_of_turn, fmt.call_open, fmt.call_close) == ("<|im_end|>", "<tool_call>", "</tool_call>")
+    assert fmt.training_template == tokenizer.chat_template
 
 
 def test_default_tiny_model_has_1_to_5_million_parameters():
@@ -123,7 +155,7 @@ def test_load_policy_round_trips_a_saved_model(tokenizer, tmp_path):
     model.save_pretrained(tmp_path / "m")
     tokenizer.save_pretrained(tmp_path / "m")
     loaded, loaded_tokenizer = load_policy(tmp_path / "m", params)
-    # the reloaded tokenizer keeps TRL's exact Qwen2.5 template, so add_response_schema recognises it
+    # the reloaded tokenizer keeps the compact template exactly
     assert loaded_tokenizer.chat_template == CHAT_TEMPLATE and loaded_tokenizer.eos_token == "<|im_end|>"
     text = render_prompt(single_task(2), loaded_tokenizer)
     assert loaded_tokenizer.encode(text) == tokenizer.encode(text)

@@ -114,3 +114,53 @@ def test_gemma_trains_and_evaluates_in_its_own_turn_format(gemma_dir, tmp_path, 
     assert episode["valid_blocks"] >= 1  # the greedy evaluation turn wrote a call the parser accepts
     assert episode["generated_tokens"] < params.train.max_completion_length * (params.train.max_tool_turns + 1)
     assert (root / "reports" / "eval" / "slca-s0.json").exists()
+
+
+def _synthesized_tasks() -> list[dict]:
+    """One synthesized task of each kind that calls tools (parallel steps, chains, nested arguments)."""
+    from slca.config import DataParams
+    from slca.data.synthesis import synthesize
+
+    rows = synthesize(DataParams(n_train=60, n_val=5, n_test=5), 0)["train"]
+    picked = {row["kind"]: row for row in rows if row["gold_steps"]}
+    nested = next(row for row in rows if any(isinstance(v, (dict, list)) for step in row["gold_steps"]
+                                             for call in step for v in call["arguments"].values()))
+    return [*picked.values(), nested]
+
+
+def test_the_embedded_and_the_gemma_templates_write_the_same_calls(gemma_dir):
+    """One task through the embedded compact template and through the real checkpoint's `gemma3_tools`:
+    the tools reach both prompts (one line each vs JSON), and every gold step written by either
+    template decodes to the same calls."""
+    from slca.rewards.parsing import parse_tool_calls
+    from slca.rollout.chat import gold_conversation
+    from slca.train.policy import corpus_texts, load_policy, tool_names, train_tokenizer
+
+    tasks = _synthesized_tasks()
+    embedded = train_tokenizer(corpus_texts(tasks), 1200, 0, whole_words=tool_names(tasks), pretokenizer="wordsp")
+    gemma_model, gemma = load_policy(gemma_dir, Params.model_validate(
+        {"policy": {"model_path": str(gemma_dir), "chat_template": "gemma3_tools"}}))
+    for task in tasks:
+        prompts = {name: tok.apply_chat_template(task["messages"], tools=task["tools"], tokenize=False,
+                                                 add_generation_prompt=True)
+                   for name, tok in (("embedded", embedded), ("gemma", gemma))}
+        for tool in task["tools"]:
+            fn = tool["function"]
+            assert f"\n{fn['name']}(" in prompts["embedded"] and json.dumps(fn["parameters"]) not in prompts["embedded"]
+            assert f'"name": "{fn["name"]}"' in prompts["gemma"]
+        conversation = gold_conversation(task)
+        for tok in (embedded, gemma):
+            fmt = chat_format(tok, gemma_model if tok is gemma else None)
+            decoded = []
+            for index, message in enumerate(conversation):
+                if message["role"] != "assistant" or not message.get("tool_calls"):
+                    continue
+                head = tok.apply_chat_template(conversation[:index], tools=task["tools"], tokenize=True,
+                                               return_dict=False, add_generation_prompt=True)
+                full = tok.apply_chat_template(conversation[:index + 1], tools=task["tools"], tokenize=True,
+                                               return_dict=False)
+                assert full[:len(head)] == head
+                turn = full[len(head):]
+                turn = turn[:turn.index(fmt.end_of_turn_id) + 1]
+                decoded.append(parse_tool_calls(fmt.turn_text(tok, turn)).calls)
+            assert decoded == [step for step in task["gold_steps"] if step], (task["id"], tok.chat_template[:40])
