@@ -127,6 +127,16 @@ def test_tool_response_tokens_get_zero_gradient(setup, trainer):
     assert trainer.beta > 0  # the KL term is part of the loss checked here
 
 
+def test_no_reference_model_when_beta_is_zero(setup, trainer):
+    root, tasks = setup
+    free = make_trainer(root, tasks, "slca", beta=0.0)
+    assert free.beta == 0.0 and free.ref_model is None  # no second copy of the policy, no reference forward
+    batch = generation_batch(free, tasks)
+    assert "ref_per_token_logps" not in batch or batch["ref_per_token_logps"] is None
+    assert trainer.ref_model is not None  # beta > 0 keeps one (the fixture's 0.05)
+    assert Params().train.beta == 0.0  # the default: at 0.001 the KL term was ~1e-5 of the loss (benchmarks/rl_throughput.py)
+
+
 def test_grpo_config_follows_params(setup):
     root, _ = setup
     params = small_params(root, num_generations=3, prompts_per_step=2, beta=0.01, loss_type="bnpo")

@@ -240,7 +240,8 @@ class PolicyParams(Section):
         None,
         description="Named chat template to install on a pretrained policy (qwen2_5, slca_compact, gemma3_tools): adds its "
                     "tokens, makes its end of turn the end token, resizes the embeddings. null = the model's "
-                    "own template, refused in one line when it cannot render tools or end a turn.",
+                    "own template, refused in one line when it cannot render tools or end a turn. For the "
+                    "embedded policy: null = slca_compact (one line per tool), qwen2_5 = JSON schemas.",
     )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
@@ -275,7 +276,8 @@ class TrainParams(Section):
     num_generations: int = Field(4, ge=2, description="Group size G: rollouts per prompt.")
     prompts_per_step: int = Field(2, ge=1, description="Prompts per optimizer step.")
     learning_rate: float = Field(2e-4, gt=0, description="Learning rate.")
-    beta: float = Field(0.001, ge=0, description="KL coefficient to the reference policy.")
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference policy; 0 = no reference model "
+                                                "(TRL skips it and its forward pass).")
     max_completion_length: int = Field(96, ge=8, description="Token cap of one generated assistant turn.")
     max_tool_turns: int = Field(2, ge=1, description="Tool-calling iterations per rollout at most.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")

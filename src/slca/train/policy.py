@@ -64,19 +64,33 @@ class PolicyError(ValueError):
     """A policy that cannot be built or loaded; the message names the path or key."""
 
 
+#: named templates the embedded tokenizer can carry (they use its Qwen control tokens)
+EMBEDDED_CAPABLE = ("slca_compact", "qwen2_5")
+
+
+def embedded_template(params: Any) -> str:
+    """The embedded policy's template: `policy.chat_template` when set (`qwen2_5` renders the tools as JSON
+    schemas, as before the compact template), else `slca_compact`."""
+    name = params.policy.chat_template or EMBEDDED_TEMPLATE
+    if name not in EMBEDDED_CAPABLE:
+        raise PolicyError(f"policy.chat_template {name!r} cannot be the embedded policy's template (its tokenizer has "
+                          f"Qwen's control tokens); choose one of {list(EMBEDDED_CAPABLE)} or set policy.model_path")
+    return template_spec(name).text
+
+
 def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
-                add_generation_prompt: bool = False) -> str:
+                add_generation_prompt: bool = False, template: str = CHAT_TEMPLATE) -> str:
     """Render messages with the embedded template without needing a tokenizer (the tokenizer's corpus)."""
     rendered, _ = render_jinja_template(
-        [list(messages)], tools=list(tools) if tools else None, chat_template=CHAT_TEMPLATE,
+        [list(messages)], tools=list(tools) if tools else None, chat_template=template,
         add_generation_prompt=add_generation_prompt,
     )
     return rendered[0]
 
 
-def corpus_texts(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Rendered gold dialogues (tools JSON, calls, responses, summary) of the given tasks."""
-    return [render_chat(gold_conversation(task), task.get("tools")) for task in tasks]
+def corpus_texts(tasks: Iterable[Mapping[str, Any]], template: str = CHAT_TEMPLATE) -> list[str]:
+    """Rendered gold dialogues (tools, calls, responses, summary) of the given tasks."""
+    return [render_chat(gold_conversation(task), task.get("tools"), template=template) for task in tasks]
 
 
 def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[Mapping[str, Any]]:
@@ -94,9 +108,10 @@ def tool_names(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
 def tokenizer_for_tasks(tasks: Sequence[Mapping[str, Any]], params: Any) -> PreTrainedTokenizerFast:
     """The tiny policy's tokenizer, trained on a seeded sample of the given train tasks."""
     tiny, seed = params.policy.tiny, params.project.seed
-    texts = corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed))
+    template = embedded_template(params)
+    texts = corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed), template)
     return train_tokenizer(texts, tiny.vocab_size, seed, whole_words=tool_names(tasks),
-                           pretokenizer=tiny.pretokenizer)
+                           pretokenizer=tiny.pretokenizer, template=template)
 
 
 def _strip_special(text: str) -> str:
@@ -117,7 +132,8 @@ PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKEN
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
-                    whole_words: Sequence[str] = (), pretokenizer: str = "qwen2") -> PreTrainedTokenizerFast:
+                    whole_words: Sequence[str] = (), pretokenizer: str = "qwen2",
+                    template: str = CHAT_TEMPLATE) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with Qwen2.5 control tokens and the compact chat template.
 
     `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
@@ -151,10 +167,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
     backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TOOL_TAGS])
     backend.add_tokens([AddedToken(word, special=False, normalized=False) for word in whole_words
                         if word not in TOOL_TAGS])
-    return wrap_tokenizer(backend)
+    return wrap_tokenizer(backend, template)
 
 
-def wrap_tokenizer(backend: Tokenizer) -> PreTrainedTokenizerFast:
+def wrap_tokenizer(backend: Tokenizer, template: str = CHAT_TEMPLATE) -> PreTrainedTokenizerFast:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         eos_token=IM_END,
@@ -165,7 +181,7 @@ def wrap_tokenizer(backend: Tokenizer) -> PreTrainedTokenizerFast:
         padding_side="left",
         clean_up_tokenization_spaces=False,
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = template
     return tokenizer
 
 

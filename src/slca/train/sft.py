@@ -199,6 +199,7 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
         "sft_train_loss": float(result.training_loss),
         "sft_train_seconds": round(train_seconds, 2),
         "sft_assistant_tokens_per_example": round(per_example, 2),
+        "sft_tokens_per_example": round(sum(len(row) for row in dataset["input_ids"]) / len(dataset), 2),
         # trained (loss-bearing) tokens per second of the optimisation itself
         "sft_assistant_tokens_per_s": round(seen * per_example / train_seconds, 1) if train_seconds > 0 else 0.0,
         "policy_parameters": count_parameters(model),

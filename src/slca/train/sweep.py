@@ -122,9 +122,9 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
         evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}),
                                      seen_values=seen)
     val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n", "values_seen", "values_heldout")}
-    prompts = "compact" if params.policy.model_path is None else (params.policy.chat_template or "own")
+    default = EMBEDDED_TEMPLATE if params.policy.model_path is None else "own"
     result = {"name": name, "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
-              "prompts": prompts if params.policy.model_path else f"{prompts} ({EMBEDDED_TEMPLATE})",
+              "prompts": params.policy.chat_template or default,
               "sft": sft_metrics, "sft_minutes": round(sft_seconds / 60, 2),
               "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
               "val": val_metrics, "per_kind": evaluation["per_kind"]}
@@ -166,7 +166,7 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         sft = r["sft"]
-        cells = [r["name"], r.get("prompts", "JSON schemas (qwen2_5)"),
+        cells = [r["name"], r.get("prompts", "qwen2_5"),
                  changes(first, r["overrides"]) if r is not results[0] else "—",
                  f"{r['sft_minutes']:.1f}", f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
                  str(sft.get("vocab_size", "?")),
