@@ -48,6 +48,10 @@ def test_evaluate_writes_one_report_and_logs_it(eval_setup, mlflow_store):
     metrics = saved["metrics"]
     assert metrics["indomain.n"] == 4.0
     assert 0.0 <= metrics["indomain.success"] <= 1.0
+    # gold argument values split by whether the train split holds them (both kinds occur in these tasks)
+    values = saved["indomain"]["metrics"]
+    assert values["values_seen"] + values["values_heldout"] > 0
+    assert any(0.0 <= metrics.get(f"indomain.arg_match_{kind}", -1) <= 1.0 for kind in ("seen", "heldout"))
     assert set(saved["bfcl"]["accuracy"]) == {"simple_python", "irrelevance"}
     assert "bfcl.overall_accuracy_non_live" in metrics
     assert "tau2.pass_hat_1" in metrics and 0.0 <= metrics["tau2.pass_hat_1"] <= 1.0
@@ -89,7 +93,7 @@ def test_the_report_is_written_before_tracking_fails(eval_setup, mlflow_store, m
 
     models = Path(eval_setup.train.out_dir)
     shutil.copytree(models / "slca-s0", models / "grpo-s2")
-    monkeypatch.setattr(slca.eval.indomain, "evaluate_policy", lambda *a: {"metrics": {"n": 4, "success": 0.5}})
+    monkeypatch.setattr(slca.eval.indomain, "evaluate_policy", lambda *a, **k: {"metrics": {"n": 4, "success": 0.5}})
     monkeypatch.setattr(slca.eval.stage, "evaluate_bfcl", lambda *a: {"accuracy": {"irrelevance": 1.0},
                                                                        "aggregate": {}, "verdicts": []})
     monkeypatch.setattr(slca.eval.stage, "evaluate_tau2_bench", lambda *a: None)

@@ -18,6 +18,7 @@ from slca.eval.indomain import (
     episode_metrics,
     evaluate_policy,
     pass_at_k,
+    train_values,
 )
 from slca.rollout import Episode, reward_fn
 from slca.train.policy import corpus_texts, train_tokenizer
@@ -86,3 +87,21 @@ def test_evaluate_policy_end_to_end_with_a_perfect_policy():
     assert metrics["no_call_accuracy"] == 1.0 and metrics["calls"] == 1.0
     assert metrics["success.parallel"] == 1.0 and set(result["per_kind"]) == {"single", "parallel", "no_call"}
     assert metrics["generated_tokens"] > 10
+
+
+def test_argument_values_are_split_into_seen_in_training_and_held_out():
+    train = [single_task(0), single_task(1)]  # Lima, Oslo
+    seen = train_values(train)
+    assert seen == train_values([single_task(0), single_task(1)]) and len(seen) == 2
+    lima, quito = single_task(0, "val"), single_task(2, "val")  # Lima was trained on, Quito never
+    wrong_city = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    rows = [episode_metrics(scored(lima, [CALL.replace("Lima", " lima ")]), 0.9, seen),  # loosely equal
+            episode_metrics(scored(quito, [wrong_city]), 0.9, seen),  # a trained value where a new one belongs
+            episode_metrics(scored(quito, [CALL.replace("Lima", "Quito")]), 0.9, seen)]
+    assert [(r["values_seen"], r["values_seen_right"], r["values_heldout"], r["values_heldout_right"])
+            for r in rows] == [(1, 1, 0, 0), (0, 0, 1, 0), (0, 0, 1, 1)]
+    summary = aggregate(rows)
+    assert summary["arg_match_seen"] == 1.0 and summary["arg_match_heldout"] == 0.5
+    assert "arg_match_seen" not in aggregate([episode_metrics(scored(lima, [CALL]), 0.9)])  # no pool: no split
+    other_tool = CALL.replace("get_weather", "get_time")
+    assert episode_metrics(scored(lima, [other_tool]), 0.9, seen)["values_seen_right"] == 0  # same tool only

@@ -26,8 +26,25 @@ def test_report_lists_every_configuration(tmp_path):
                         "no_call_accuracy": 1.0}}
                for name, steps, minutes, s in (("a", 700, 2.5, 0.0), ("b", 2000, 7.0, 0.25))]
     text = markdown(results, "python scripts/sft_sweep.py")
-    assert "| a | — | 2.5 | 0.00 M | ? | 990 (10) | 1.500 | 0.000 |" in text
+    assert "| a | — | 2.5 | 0.00 M | ? | 990 (10) | 1.500 | 0.000 | 0.500 | 0.200 | — | — | 0.900 |" in text
     assert "| b | max_steps=2000 | 7.0 |" in text and "python scripts/sft_sweep.py" in text
+    assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rows_are_grouped_by_prompt_format_each_against_its_own_first_row(tmp_path):
+    val = {"success": 0.0, "name_f1": 0.5, "arg_match": 0.2, "well_formed_calls": 0.9, "process": 0.6,
+           "no_call_accuracy": 1.0}
+    sft = {"sft_examples": 10, "sft_dropped_too_long": 0, "sft_final_loss": 1.0}
+    results = [{"name": "json-a", "overrides": {"sft.max_steps": 700}, "sft_minutes": 2.0, "sft": sft, "val": val},
+               {"name": "c-a", "prompts": "slca_compact", "overrides": {"sft.max_steps": 2000}, "sft_minutes": 3.0,
+                "sft": sft, "val": {**val, "arg_match_seen": 0.4, "arg_match_heldout": 0.125}},
+               {"name": "c-b", "prompts": "slca_compact", "overrides": {"sft.max_steps": 4000}, "sft_minutes": 6.0,
+                "sft": sft, "val": {**val, "arg_match_seen": 0.5, "arg_match_heldout": 0.25}}]
+    text = markdown(results, "cmd")
+    json_at, compact_at = text.index("## Tools as JSON schemas"), text.index("## Compact tools")
+    assert json_at < text.index("| json-a |") < compact_at < text.index("| c-a | — |")
+    assert "| c-b | max_steps=4000 | 6.0 |" in text  # compared with c-a, not with json-a
+    assert "| 0.400 | 0.125 |" in text and "| 0.500 | 0.250 |" in text
     assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -43,7 +60,7 @@ def test_a_run_with_curve_points_gets_its_own_table_and_line(tmp_path):
     assert "- long: shared the cores" in text and "never shown" not in text
     assert "Notes:" not in markdown(results, "cmd")
     assert "## Along one run: long" in text
-    assert "| 300 | 3.0 | 0.100 | 0.200 |" in text and "| 900 | 9.0 | 0.100 | 0.500 |" in text
+    assert "| 300 | 3.0 | 0.100 | 0.200 | 0.200 | — | — |" in text and "| 900 | 9.0 | 0.100 | 0.500 |" in text
     assert plot(results, tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -56,7 +73,7 @@ def test_curve_points_are_taken_at_the_asked_steps_with_evaluation_time_left_out
 
     calls = []
 
-    def fake_evaluate(model, tokenizer, tasks, params):
+    def fake_evaluate(model, tokenizer, tasks, params, seen_values=None):
         calls.append(params.eval.n_test)
         time.sleep(0.05)
         return {"metrics": {"name_f1": 0.5}}

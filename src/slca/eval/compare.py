@@ -27,6 +27,8 @@ HEADLINE = {
     "indomain.process": "Process (R_tool)",
     "indomain.name_f1": "Name-F1",
     "indomain.arg_match": "ArgMatch",
+    "indomain.arg_match_seen": "Values seen",
+    "indomain.arg_match_heldout": "Values held-out",
     "indomain.well_formed_calls": "Well-formed calls",
     "indomain.no_call_accuracy": "No-call acc.",
     "bfcl.overall_accuracy_non_live": "BFCL (non-live)",

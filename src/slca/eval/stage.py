@@ -114,9 +114,9 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
 
 def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     """Evaluate `<estimator>-s<seed>`; writes reports/eval/<run>.json and returns the report."""
-    from slca.eval.indomain import evaluate_policy
+    from slca.eval.indomain import evaluate_policy, train_values
     from slca.rollout.hf import make_generate_fn
-    from slca.train.policy import load_policy
+    from slca.train.policy import load_policy, read_tasks
 
     model_dir = run_dir(params, estimator, seed)
     check_finished(model_dir, estimator, seed)
@@ -127,7 +127,9 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
         started = time.perf_counter()
         report: dict[str, Any] = {"run": run_name(estimator, seed), "estimator": estimator, "seed": seed}
-        report["indomain"] = evaluate_policy(model, tokenizer, tasks, params)
+        # argument values split into those the train split holds and held-out ones
+        seen = train_values(read_tasks(Path(params.data.out_dir) / "train.jsonl"))
+        report["indomain"] = evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
         report["bfcl"] = evaluate_bfcl(generate_fn, params)
         report["tau2"] = evaluate_tau2_bench(generate_fn, params)
         seconds = round(time.perf_counter() - started, 2)

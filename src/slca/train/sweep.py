@@ -151,32 +151,51 @@ def cell(values: Mapping[str, Any], metric: str) -> str:
     return f"{values.get(metric, 0.0):.3f}"
 
 
-def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None) -> str:
-    head = ["config", "prompts", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)",
-            "final loss", *(LABELS[m] for m in METRICS)]
-    first = results[0]["overrides"] if results else {}
-    base = ", ".join(f"{k}={v}" for k, v in first.items())
-    lines = ["# SFT sweep", "",
-             f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
-             f"{int(results[0]['val'].get('n', 0)) if results else 0} validation tasks with the real executors. "
-             f"Two configurations ran at a time on the 2 cores, one torch thread each, so the minutes compare "
-             f"across rows; a row whose changes say threads=2 ran alone on both cores (about 1.6x less wall "
-             f"time for the same steps). Regenerate with `{command}`.",
-             "", f"First row: {results[0]['name'] if results else '-'} ({base}).", "",
+#: how each prompt format reads, for the section headings
+PROMPT_TITLES = {"qwen2_5": "Tools as JSON schemas (the Qwen2.5 template)",
+                 "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)"}
+
+
+def prompts_of(result: Mapping[str, Any]) -> str:
+    """The template a row's prompts were rendered with (rows from before the field: qwen2_5)."""
+    return str(result.get("prompts", "qwen2_5"))
+
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    head = ["config", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)", "final loss",
+            *(LABELS[m] for m in METRICS)]
+    first = rows[0]["overrides"]
+    lines = [f"First row: {rows[0]['name']} ({', '.join(f'{k}={v}' for k, v in first.items())}).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in results:
+    for r in rows:
         sft = r["sft"]
-        cells = [r["name"], r.get("prompts", "qwen2_5"),
-                 changes(first, r["overrides"]) if r is not results[0] else "—",
+        cells = [r["name"], changes(first, r["overrides"]) if r is not rows[0] else "—",
                  f"{r['sft_minutes']:.1f}", f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
                  str(sft.get("vocab_size", "?")),
                  f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
                  *(cell(r["val"], m) for m in METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None,
+             preface: Sequence[str] = ()) -> str:
+    """The report: one table per prompt format (in the order first run), notes, plot, curves along a run."""
+    n_val = int(results[0]["val"].get("n", 0)) if results else 0
+    lines = ["# SFT sweep", "",
+             f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
+             f"{n_val} validation tasks with the real executors. *values seen* / *values held-out*: the share "
+             f"of gold argument values a call of the same tool wrote, for values that occur as an argument in "
+             f"the configuration's train split and for values that do not (rows from before this split show "
+             f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
+             f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
+             f"Regenerate with `{command}`.", *preface, ""]
+    for prompts in dict.fromkeys(prompts_of(r) for r in results):
+        lines += [f"## {PROMPT_TITLES.get(prompts, prompts)}", "", *_table([r for r in results if prompts_of(r) == prompts]), ""]
     shown = [(r["name"], (notes or {}).get(r["name"])) for r in results]
     if any(note for _, note in shown):
-        lines += ["", "Notes:", ""] + [f"- {name}: {note}" for name, note in shown if note]
-    lines += ["", "![SFT sweep](sft_sweep.png)", ""]
+        lines += ["Notes:", ""] + [f"- {name}: {note}" for name, note in shown if note] + [""]
+    lines += ["![SFT sweep](sft_sweep.png)", ""]
     for r in results:
         if not r.get("curve"):
             continue
@@ -198,16 +217,20 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
-    for ax, metric in zip(axes, ("success", "name_f1", "arg_match", "well_formed_calls"), strict=True):
+    fig, axes = plt.subplots(1, 5, figsize=(20, 4))
+    shown = ("success", "name_f1", "arg_match", "arg_match_heldout", "well_formed_calls")
+    for ax, metric in zip(axes, shown, strict=True):
         for r in results:
+            if metric in OPTIONAL and metric not in r["val"]:
+                continue
+            marker = "^" if prompts_of(r) == "slca_compact" else "o"
             if r.get("curve"):  # checkpoints along one run, joined
                 ax.plot([p["sft_minutes"] for p in r["curve"]], [p["val"].get(metric, 0.0) for p in r["curve"]],
                         marker=".", linewidth=1, alpha=0.7)
-            ax.scatter(r["sft_minutes"], r["val"].get(metric, 0.0))
+            ax.scatter(r["sft_minutes"], r["val"].get(metric, 0.0), marker=marker)
             ax.annotate(r["name"], (r["sft_minutes"], r["val"].get(metric, 0.0)), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel("SFT minutes (2-core CPU)")
+        ax.set_xlabel("SFT minutes (2-core CPU; ^ compact prompts, o JSON)")
         ax.set_title(LABELS[metric])
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
