@@ -80,6 +80,8 @@ CONFIGS: dict[str, dict] = {
     "c-8m-2000": {**COMPACT, **M8},                                        # 8.9 M parameters
     "c-4000": {**COMPACT, "sft.max_steps": 4000},
     "c-4m-20k-6000": {**COMPACT, **M4, **DATA20K, "sft.max_steps": 6000, "sweep.eval_at": [2000, 4000]},
+    # a digit run one piece: an id is ~4 tokens instead of ~5 single digits that look alike to an induction head
+    "c-wordsn-2000": {**COMPACT, "policy.tiny.pretokenizer": "wordsn"},
 }
 # What the table cannot say about a row (shown under it).
 NOTES = {
@@ -93,7 +95,8 @@ NOTES = {
 RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
              "copy50-2000", "words-copy50-2000", "wordsp-2000",
              "wordsp-copy50-2000", "wordsp-lr4-2000", "wordsp-9000",
-             "c-2000", "c-4m-2000", "c-20k-4000", "c-untied-2000", "c-b4-500", "c-8m-2000", "c-4000", "c-4m-20k-6000"]
+             "c-2000", "c-4m-2000", "c-20k-4000", "c-untied-2000", "c-b4-500", "c-8m-2000", "c-4000", "c-4m-20k-6000",
+             "c-wordsn-2000"]
 
 
 def run_one(name: str) -> int:

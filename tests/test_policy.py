@@ -195,3 +195,17 @@ def test_words_pretokenizer_survives_a_reload_and_copies_values_token_for_token(
 def test_unknown_pretokenizer_is_named():
     with pytest.raises(PolicyError, match="pretokenizer"):
         train_tokenizer(corpus_texts(tiny_tasks(4)), vocab_size=700, seed=0, pretokenizer="bytes")
+
+
+def test_the_embedded_policy_takes_a_template_with_its_control_tokens_only(tmp_path):
+    from slca.train.policy import embedded_template, tokenizer_for_tasks
+
+    tasks = tiny_tasks(12)
+    params = small_params()
+    qwen = params.model_copy(update={"policy": params.policy.model_copy(update={"chat_template": "qwen2_5"})})
+    schemas = tokenizer_for_tasks(tasks, qwen)
+    assert "<tools>\n" + json.dumps(WEATHER_TOOL) in render_prompt(single_task(0), schemas)  # JSON, as before
+    assert embedded_template(params) == CHAT_TEMPLATE
+    gemma = params.model_copy(update={"policy": params.policy.model_copy(update={"chat_template": "gemma3_tools"})})
+    with pytest.raises(PolicyError, match="'gemma3_tools' cannot be the embedded policy's template"):
+        tokenizer_for_tasks(tasks, gemma)

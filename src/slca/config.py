@@ -216,12 +216,13 @@ class TinyModelParams(Section):
     max_position_embeddings: int = Field(3072, ge=64, description="Longest sequence the model can see.")
     tie_word_embeddings: bool = Field(True, description="Share the input embedding and the output head.")
     tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
-    pretokenizer: Literal["qwen2", "words", "wordsp"] = Field(
+    pretokenizer: Literal["qwen2", "words", "wordsp", "wordsn"] = Field(
         "wordsp",
         description="qwen2: Qwen2's split (a word carries the space or quote before it); words: words, "
                     "digits, punctuation runs and spaces are separate pieces, so a value is the same "
                     "tokens in the request and in the call's JSON; wordsp: as words, but a punctuation "
-                    "run keeps one following space (fewer tokens, same copying property).",
+                    "run keeps one following space (fewer tokens, same copying property); wordsn: as wordsp, "
+                    "but a digit run is one piece (BPE merges common numbers).",
     )
 
 

@@ -116,7 +116,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--vllm-memory", type=float, default=0.3, help="GPU memory share for vLLM colocate")
     parser.add_argument("--no-vllm", action="store_true", help="plain generate even when vllm is importable")
     parser.add_argument("--chat-template", default=None,
-                        help="named template to install on --model (policy.chat_template: qwen2_5, gemma3_tools)")
+                        help="named template to install on --model (policy.chat_template: qwen2_5, slca_compact, gemma3_tools)")
     return parser.parse_args(argv)
 
 
