@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca.rollout.loop import Episode, HFTurnGenerator, call_key, run_episodes
 from slca.rewards.values import loosely_equal, normalise
+from slca.rollout.loop import Episode, HFTurnGenerator, call_key, run_episodes
 from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",

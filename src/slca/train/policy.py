@@ -47,8 +47,14 @@ from transformers.models.qwen2.tokenization_qwen2 import (
     PRETOKENIZE_REGEX as QWEN2_PRETOKENIZE_REGEX,
 )
 from transformers.utils.chat_template_utils import render_jinja_template
+
 from slca.rollout.chat import gold_conversation, render_prompt  # noqa: F401  (render_prompt re-exported)
-from slca.rollout.chat_format import apply_stop_ids, chat_format, install_chat_template, template_spec
+from slca.rollout.chat_format import (
+    apply_stop_ids,
+    chat_format,
+    install_chat_template,
+    template_spec,
+)
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
