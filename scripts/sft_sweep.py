@@ -77,9 +77,11 @@ CONFIGS: dict[str, dict] = {
     "c-20k-4000": {**COMPACT, **DATA20K, "sft.max_steps": 4000},           # 20,000 unique train tasks
     "c-untied-2000": {**COMPACT, "policy.tiny.tie_word_embeddings": False},
     "c-b4-500": {**COMPACT, "sft.batch_size": 4, "sft.max_steps": 500},    # the examples of c-2000 in batches of 4
-    "c-8m-2000": {**COMPACT, **M8},                                        # 8.9 M parameters
+    # at the 1.2 M model's 2e-3 the 3.8 M one stalled (c-4m-2000: loss 1.9 vs 1.04), so the wider ones run lower
+    "c-8m-2000": {**COMPACT, **M8, "sft.learning_rate": 0.0006},          # 8.9 M parameters
     "c-4000": {**COMPACT, "sft.max_steps": 4000},
-    "c-4m-20k-6000": {**COMPACT, **M4, **DATA20K, "sft.max_steps": 6000, "sweep.eval_at": [2000, 4000]},
+    "c-4m-20k-6000": {**COMPACT, **M4, **DATA20K, "sft.max_steps": 6000, "sft.learning_rate": 0.001,
+                      "sweep.eval_at": [2000, 4000]},
     # a digit run one piece: an id is ~4 tokens instead of ~5 single digits that look alike to an induction head
     "c-wordsn-2000": {**COMPACT, "policy.tiny.pretokenizer": "wordsn"},
 }

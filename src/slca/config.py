@@ -253,12 +253,12 @@ class PolicyParams(Section):
 
 class SftParams(Section):
     out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
-    max_steps: int = Field(2000, ge=1, description="Optimizer steps of the warm-up (~0.18 s each on 2 cores at the defaults).")
+    max_steps: int = Field(4000, ge=1, description="Optimizer steps of the warm-up (~0.09 s each on 2 cores at the defaults).")
     learning_rate: float = Field(2e-3, gt=0, description="Peak learning rate (cosine decay).")
     batch_size: int = Field(1, ge=1, description="Sequences per optimizer step.")
     max_length: int = Field(3072, ge=32, description="Token cap of an SFT example; longer examples are dropped "
                                                       "(the longest train dialogue is 2,609 tokens with wordsp).")
-    n_examples: int = Field(1000, ge=1, description="Train tasks sampled for the warm-up.")
+    n_examples: int = Field(3000, ge=1, description="Train tasks sampled for the warm-up.")
     threads: int = Field(
         2, ge=1, description="Torch threads on CPU (capped at the cores present); 1 when runs share the cores."
     )
