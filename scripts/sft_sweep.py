@@ -92,6 +92,16 @@ NOTES = {
     "wordsp-9000": "test runs and a `make run` shared the cores for most of it, so its SFT minutes are "
                    "inflated about 3x; alone it runs at wordsp-2000's rate (6.0 minutes per 2,000 steps), "
                    "about 27 minutes for 9,000 steps.",
+    "c-4m-2000": "at the 1.2 M model's learning rate (2e-3) the 3.8 M model stalls (loss 1.9 against 1.04): "
+                 "the wider rows below run at 1e-3 (3.8 M) and 6e-4 (8.9 M). It also shared the cores with "
+                 "short test runs (about 7.8 min; alone ~6.5).",
+    "c-20k-4000": "its own synthesis: data.n_train 20,000 (the same val split); values still repeat (3,255 "
+                  "distinct string values, 11 uses each on average, against 849 and 6.5 in the default "
+                  "3,000), so more tasks do not make values unique.",
+    "c-b4-500": "the same 2,000 examples as c-2000 in batches of 4: 1.5x the wall time of batch 1 "
+                "(padded batches take the masked attention path on CPU).",
+    "c-4m-20k-6000": "ran at lr 1e-3; loss falls slower than the 1.2 M model's (0.91 after 6,000 steps "
+                     "against 0.60 after 4,000).",
 }
 # Longest first, so the two lanes finish together.
 RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000", "wide192-2000", "exp-9000",
