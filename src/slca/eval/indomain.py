@@ -41,6 +41,13 @@ def train_values(tasks: Iterable[Mapping[str, Any]]) -> frozenset[str]:
                      for call in step for value in (call.get("arguments") or {}).values())
 
 
+def split_train_values(params: Any) -> frozenset[str]:
+    """`train_values` of `<data.out_dir>/train.jsonl`: the values an evaluation counts as seen."""
+    from slca.train.policy import read_tasks
+
+    return train_values(read_tasks(Path(params.data.out_dir) / "train.jsonl"))
+
+
 def value_hits(episode: Episode, seen_values: frozenset[str]) -> dict[str, float]:
     """Gold argument values, seen in training or held-out, and how many a same-tool call wrote."""
     predicted = [call for parsed in episode.parsed for call in parsed.calls]
@@ -166,6 +173,5 @@ def evaluate_path(model_path: str | Path, params: Any, split_path: str | Path | 
 
     model, tokenizer = load_policy(model_path, params)
     tasks = read_tasks(split_path or Path(params.data.out_dir) / "test.jsonl", limit=params.eval.n_test)
-    train = Path(params.data.out_dir) / "train.jsonl"
-    seen = train_values(read_tasks(train)) if train.exists() else None
+    seen = split_train_values(params) if (Path(params.data.out_dir) / "train.jsonl").exists() else None
     return evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)

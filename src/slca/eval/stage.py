@@ -114,9 +114,9 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
 
 def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     """Evaluate `<estimator>-s<seed>`; writes reports/eval/<run>.json and returns the report."""
-    from slca.eval.indomain import evaluate_policy, train_values
+    from slca.eval.indomain import evaluate_policy, split_train_values
     from slca.rollout.hf import make_generate_fn
-    from slca.train.policy import load_policy, read_tasks
+    from slca.train.policy import load_policy
 
     model_dir = run_dir(params, estimator, seed)
     check_finished(model_dir, estimator, seed)
@@ -128,8 +128,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         started = time.perf_counter()
         report: dict[str, Any] = {"run": run_name(estimator, seed), "estimator": estimator, "seed": seed}
         # argument values split into those the train split holds and held-out ones
-        seen = train_values(read_tasks(Path(params.data.out_dir) / "train.jsonl"))
-        report["indomain"] = evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
+        report["indomain"] = evaluate_policy(model, tokenizer, tasks, params, seen_values=split_train_values(params))
         report["bfcl"] = evaluate_bfcl(generate_fn, params)
         report["tau2"] = evaluate_tau2_bench(generate_fn, params)
         seconds = round(time.perf_counter() - started, 2)

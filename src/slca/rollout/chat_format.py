@@ -93,6 +93,12 @@ class ChatFormat:
     hidden: tuple[str, ...]  # special-token texts dropped from a decoded turn
 
     @property
+    def eos_token_id(self) -> int | list[int]:
+        """The stop set as `generate` / a generation config take it: one id stays an int, as saved before."""
+        ids = sorted(self.stop_ids)
+        return ids[0] if len(ids) == 1 else ids
+
+    @property
     def canonical(self) -> bool:
         return (self.call_open, self.call_close) == (CALL_OPEN, CALL_CLOSE)
 
@@ -242,8 +248,7 @@ def chat_format(tokenizer: Any, model: Any = None) -> ChatFormat:
 
 def apply_stop_ids(model: Any, fmt: ChatFormat) -> None:
     """Make the model's generation config end at the format's stop set (TRL reads it for RL rollouts)."""
-    ids = sorted(fmt.stop_ids)
-    model.generation_config.eos_token_id = ids[0] if len(ids) == 1 else ids  # one id stays an int, as saved before
+    model.generation_config.eos_token_id = fmt.eos_token_id
 
 
 def install_chat_template(model: Any, tokenizer: Any, name: str) -> list[str]:

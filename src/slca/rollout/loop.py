@@ -224,10 +224,10 @@ def generate_turns(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]
     torch.manual_seed(seed)
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 \
         else {"do_sample": False}
-    stops = sorted(chat_format(tokenizer, model).stop_ids)
+    fmt = chat_format(tokenizer, model)
     output = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                            eos_token_id=stops[0] if len(stops) == 1 else stops, pad_token_id=pad, **sampling)
-    return [cut_turn(row, set(stops), max_new_tokens) for row in output[:, width:].tolist()]
+                            eos_token_id=fmt.eos_token_id, pad_token_id=pad, **sampling)
+    return [cut_turn(row, set(fmt.stop_ids), max_new_tokens) for row in output[:, width:].tolist()]
 
 
 class HFTurnGenerator:

@@ -4,9 +4,10 @@ The embedded default needs no download: a byte-level BPE tokenizer is trained on
 corpus (gold dialogues rendered by its own template) and carries the project's compact chat template
 (`templates/slca_compact.jinja`): Qwen2.5 turns, `<tool_call>` and `<tool_response>` blocks exactly as
 Qwen2.5-Instruct writes them, but each offered tool is one typed line instead of its JSON schema; a
-Qwen2-architecture model of a few million parameters is built from `params.policy.tiny`. Any other path is loaded with `local_files_only=True` and keeps its own chat
-template (`slca.rollout.chat_format` reads its end of turn and call tags, or refuses it in one
-line); `policy.chat_template` installs a named one instead.
+Qwen2-architecture model of a few million parameters is built from `params.policy.tiny`. Any other
+path is loaded with `local_files_only=True` and keeps its own chat template
+(`slca.rollout.chat_format` reads its end of turn and call tags, or refuses it in one line);
+`policy.chat_template` installs a named one instead.
 
     tokenizer = train_tokenizer(corpus_texts(tasks), vocab_size=4096, seed=0)
     model = build_tiny_model(params.policy.tiny, tokenizer, seed=0)

@@ -178,8 +178,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None,
-             preface: Sequence[str] = ()) -> str:
+def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None) -> str:
     """The report: one table per prompt format (in the order first run), notes, plot, curves along a run."""
     n_val = int(results[0]["val"].get("n", 0)) if results else 0
     lines = ["# SFT sweep", "",
@@ -189,7 +188,7 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
              f"the configuration's train split and for values that do not (rows from before this split show "
              f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
              f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
-             f"Regenerate with `{command}`.", *preface, ""]
+             f"Regenerate with `{command}`.", ""]
     for prompts in dict.fromkeys(prompts_of(r) for r in results):
         lines += [f"## {PROMPT_TITLES.get(prompts, prompts)}", "", *_table([r for r in results if prompts_of(r) == prompts]), ""]
     shown = [(r["name"], (notes or {}).get(r["name"])) for r in results]
