@@ -41,9 +41,18 @@ def _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights, extra
     a_acc = _reference_norm(extra["call_accuracy"], has_tool, groups, scale)
     a_rltr = _reference_norm(extra["rltr_reward"], has_tool, groups, scale)
     wt, ws = weights
+    a_tool_all = _reference_norm(r_tool, everyone, groups, scale)
+    a_sum_all = _reference_norm(r_sum, everyone, groups, scale)
+    mixed = [wt * t + ws * s for t, s in zip(a_tool_all, a_sum_all)]
+    a_gdpo = [0.0] * len(mixed)
+    if len(mixed) >= 2:
+        mu = sum(mixed) / len(mixed)
+        sd = math.sqrt(sum((m - mu) ** 2 for m in mixed) / (len(mixed) - 1))
+        a_gdpo = [(m - mu) / (sd + EPS) if scale else m - mu for m in mixed]
     per_row = {
         "grpo": [(g, g) for g in a_glob],
         "slca": [(wt * t, ws * s) for t, s in zip(a_tool, a_sum)],
+        "gdpo": [(g, g) for g in a_gdpo],
         "toolpo": [(g + wt * c, g) for g, c in zip(a_glob, a_acc)],
         "rltr": [(r, 0.0) for r in a_rltr],
     }[name]
@@ -82,7 +91,7 @@ def _extra(r_tool, r_sum):
 @settings(max_examples=60, deadline=None)
 @given(
     batches(),
-    st.sampled_from(["grpo", "slca", "toolpo", "rltr"]),
+    st.sampled_from(["grpo", "gdpo", "slca", "toolpo", "rltr"]),
     st.booleans(),
     st.tuples(st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0.0, 1.0, 3.0])),
 )
@@ -127,7 +136,7 @@ def test_weights_scale_each_segment_linearly(batch, w_tool, w_sum):
 @given(
     batches(),
     st.randoms(use_true_random=False),
-    st.sampled_from(["grpo", "slca", "toolpo", "rltr"]),
+    st.sampled_from(["grpo", "gdpo", "slca", "toolpo", "rltr"]),
 )
 def test_permuting_rows_and_renaming_groups_permutes_output(batch, rng, name):
     mask, r_tool, r_sum, groups = batch
@@ -226,6 +235,44 @@ def test_toolpo_and_rltr_against_hand_computed_values():
     grpo = compute_advantages("grpo", [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], tool, summary, [0, 0, 0],
                               weights=(5.0, 5.0))
     assert grpo[0, 0].item() == pytest.approx(2 / math.sqrt(3), abs=1e-5)  # λ does not scale GRPO
+
+
+def test_gdpo_against_hand_computed_values():
+    """Two groups of two rollouts, each with a tool and a summary segment; λ = (2, 1).
+
+    Group 0: R_tool (1, 0) → (+0.7071, −0.7071) (mean 0.5, unbiased std 0.7071);
+             R_sum (0.2, 0.2) → (0, 0) (no spread).
+    Group 1: R_tool (0.5, 0.5) → (0, 0); R_sum (0.9, 0.1) → (+0.7071, −0.7071).
+    Weighted sums: (1.4142, −1.4142, 0.7071, −0.7071); batch mean 0, unbiased std
+    sqrt((2 + 2 + 0.5 + 0.5)/3) = 1.2910 → (1.0954, −1.0954, 0.5477, −0.5477) on every learned
+    token of the row (tool and summary alike). GRPO on the same batch gives group 1 (±0.7071)
+    the same size as group 0: GDPO keeps the reward weights' proportions.
+    """
+    mask = torch.tensor([[1, 0, 1]] * 4)
+    tool, summary = segment_masks(mask)
+    r_tool, r_sum = [1.0, 0.0, 0.5, 0.5], [0.2, 0.2, 0.9, 0.1]
+    gdpo = compute_advantages("gdpo", r_tool, r_sum, tool, summary, [0, 0, 1, 1], weights=(2.0, 1.0))
+    h = 1 / math.sqrt(2)
+    std = math.sqrt((4 * h * h * 2 + h * h * 2) / 3)
+    want = [2 * h / std, -2 * h / std, h / std, -h / std]
+    assert gdpo[:, 0].tolist() == pytest.approx(want, abs=1e-5)
+    assert torch.equal(gdpo[:, 0], gdpo[:, 2]) and (gdpo[:, 1] == 0).all()
+    slca = compute_advantages("slca", r_tool, r_sum, tool, summary, [0, 0, 1, 1], weights=(2.0, 1.0))
+    assert slca[:, 0].tolist() == pytest.approx([2 * h, -2 * h, 0.0, 0.0], abs=1e-5)
+    assert slca[:, 2].tolist() == pytest.approx([0.0, 0.0, h, -h], abs=1e-5)
+    off = compute_advantages("gdpo", r_tool, r_sum, tool, summary, [0, 0, 1, 1], scale_std=False)
+    assert off[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.4, -0.4], abs=1e-6)  # mean-only both stages
+
+
+def test_gdpo_normalises_abstainers_with_the_callers():
+    # a no-call task: rollout 0 calls wrongly (R_tool 0), 1-3 abstain (R_tool 1, no tool segment)
+    tool_mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    summary_mask = torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    r_tool, r_sum = [0.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]
+    gdpo = compute_advantages("gdpo", r_tool, r_sum, tool_mask, summary_mask, [0, 0, 0, 0])
+    slca = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, [0, 0, 0, 0])
+    assert gdpo[0, 0].item() < -1.0 and gdpo[1, 0].item() > 0  # the wrong call is pushed down
+    assert slca[0, 0].item() == 0.0  # the paper's rule: a lone tool segment gets nothing
 
 
 def test_baselines_name_the_missing_reward_input():

@@ -52,7 +52,7 @@ def generation_batch(trainer: SLCAGRPOTrainer, tasks, n_prompts: int = 2) -> dic
     return trainer._generate_and_score_completions(rows)
 
 
-@pytest.mark.parametrize("estimator", ["slca", "grpo", "toolpo", "rltr"])
+@pytest.mark.parametrize("estimator", ["slca", "grpo", "gdpo", "toolpo", "rltr"])
 def test_trl_advantages_equal_credit_core(setup, trainer, estimator):
     _, tasks = setup
     trainer.estimator = estimator  # the estimator is plain trainer state: one trainer serves all four

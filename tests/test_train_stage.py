@@ -23,6 +23,8 @@ from grpo_fixtures import (
 )
 from safetensors.torch import load_file
 
+from slca import dashboard_data, dashboard_groups
+from slca.config import dump_params, load_params
 from slca.runinfo import read_runinfo
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
@@ -61,7 +63,7 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
     params = small_params(workspace, max_steps=3, sample_every=2, num_generations=2)
     start_weights = load_file(str(workspace / "sft" / "model.safetensors"))
     mlflow.set_tracking_uri(mlflow_store)
-    for estimator in ("slca", "grpo", "toolpo", "rltr"):
+    for estimator in ("slca", "grpo", "gdpo", "toolpo", "rltr"):
         summary = run_train(params, estimator, seed=1)
         folder = workspace / "models" / f"{estimator}-s1"
         assert summary["global_step"] == 3 and summary["resumed_from"] is None
@@ -86,6 +88,16 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         assert sample["estimator"] == estimator and len(lengths) == 1
     calls = client.get_metric_history(_runs("slca")[0].info.run_id, "rollout/tool_calls_per_rollout")
     assert max(m.value for m in calls) > 0
+    # the dashboard lists every estimator's run and shows the gdpo run's token advantages like the others
+    train_runs = dashboard_data.list_runs(mlflow_store, "train")
+    assert {run.estimator for run in train_runs} == {"slca", "grpo", "gdpo", "toolpo", "rltr"}
+    assert {run.estimator for run in dashboard_data.default_comparison(train_runs)} == {
+        "slca", "grpo", "gdpo", "toolpo", "rltr"}
+    (gdpo,) = [run for run in train_runs if run.estimator == "gdpo"]
+    shown = dashboard_data.load_sample(mlflow_store, gdpo.run_id, 2)
+    assert shown["estimator"] == "gdpo" and shown["rollouts"]
+    html = dashboard_groups.group_html(dashboard_groups.sample_groups(shown, 2)[0], ["advantages"], 1.0, "gdpo")
+    assert 'data-view="estimator"' in html
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> bool:
@@ -165,3 +177,26 @@ def test_learning_curve_is_logged_at_step_0_every_k_and_the_last(workspace, mlfl
     client = mlflow.tracking.MlflowClient()
     (run,) = [r for r in _runs("slca") if r.info.run_name == "train-slca-s0"]
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/success")) == [0, 2, 3]
+
+
+def test_gdpo_is_a_dvc_matrix_item_whose_command_trains_from_the_slca_cli(workspace, mlflow_store, tmp_path):
+    """params.yaml lists gdpo → dvc.yaml's matrix has train@gdpo-0, and its command runs as written."""
+    from dvc.repo import Repo
+
+    raw = small_raw(workspace, max_steps=2, num_generations=2, max_completion_length=12,
+                    estimators=["slca", "gdpo"], seeds=[0], out_dir=str(tmp_path / "models"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    full = dump_params(load_params(tmp_path / "params.yaml"))  # dvc.yaml reads sections raw leaves out
+    (tmp_path / "params.yaml").write_text(full)
+    (tmp_path / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([str(Path(sys.executable).with_name("dvc")), "init", "-q"], cwd=tmp_path, check=True)
+    (stage,) = [s for s in Repo(str(tmp_path)).index.stages if s.name == "train@gdpo-0"]
+    assert stage.cmd == "slca train --estimator gdpo --seed 0"
+    words = stage.cmd.split()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
+    done = subprocess.run([str(Path(sys.executable).with_name(words[0])), *words[1:]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "models" / "gdpo-s0" / "metrics.json").read_text())
+    assert summary["estimator"] == "gdpo" and summary["global_step"] == 2

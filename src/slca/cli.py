@@ -145,7 +145,7 @@ def sft(params: ParamsOption = Path("params.yaml")) -> None:
 
 @app.command()
 def train(
-    estimator: Annotated[str, typer.Option(help="Advantage estimator: slca, grpo, toolpo or rltr.")] = "slca",
+    estimator: Annotated[str, typer.Option(help="Advantage estimator: slca, grpo, gdpo, toolpo or rltr.")] = "slca",
     seed: Annotated[int, typer.Option(help="Training seed.")] = 0,
     params: ParamsOption = Path("params.yaml"),
 ) -> None:

@@ -429,7 +429,7 @@ COMPARE_METRICS = ("reward", "credit/misattribution_rate", "rewards/r_tool/mean"
 KIND_SUCCESS_PREFIX = "indomain.success."
 
 
-def default_comparison(runs: Sequence[RunRow], limit: int = 4) -> list[RunRow]:
+def default_comparison(runs: Sequence[RunRow], limit: int = 5) -> list[RunRow]:
     """The newest run of each estimator (runs come newest first), at most `limit`: e.g. slca-s0 vs grpo-s0."""
     chosen: dict[str, RunRow] = {}
     for run in runs:

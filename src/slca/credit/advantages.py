@@ -11,6 +11,11 @@ indices, so there is no Python loop over rows, groups or tokens.
            Opt-in (`abstain_in_tool_baseline`, not the paper's rule): Â_tool is normalised over
            every member, abstainers included, so on a no-call task a wrong call's tool tokens
            are pushed below the correct abstainers (the paper's rule gives them exactly 0).
+- `gdpo`:  as in GDPO (arXiv 2601.05242): each reward normalised within its group over all
+           members, A = λ_tool·norm(R_tool) + λ_sum·norm(R_sum), then normalised once more over
+           the batch, (A − mean_B A)/(std_B A + 1e-6); one advantage per rollout on every learned
+           token. The control that separates segment locking from separate normalisation: SLCA
+           normalises the same way but routes each advantage only to its own segment.
 - `toolpo`: as in ToolPO's code, the tool advantage comes from the correct-call ratio
            (`extra["call_accuracy"]` = Σ C(a_call)/|gold|), not from R_tool:
            tool tokens A_global + λ_tool·norm(call_accuracy); summary tokens A_global.
@@ -18,7 +23,7 @@ indices, so there is no Python loop over rows, groups or tokens.
            (`extra["rltr_reward"]` = R_comp + R_repeat + R_error, −1 for an invalid format):
            tool tokens norm(rltr_reward); summary tokens 0.
 
-The λ weights scale SLCA's two segments and ToolPO's A_tool only; GRPO, ToolPO's A_global and
+The λ weights scale SLCA's two segments, GDPO's two rewards and ToolPO's A_tool only; GRPO, ToolPO's A_global and
 RLTR are unweighted (their papers have no such weights).
 
 norm over a set of members: (R − μ) / (σ + 1e-6), σ unbiased; (R − μ) when `scale_std` is off;
@@ -160,6 +165,34 @@ def slca(x: AdvantageInputs) -> Tensor:
     a = group_normalise(rewards, members, x.group_index, x.n_groups, x.scale_std)
     w_tool, w_sum = x.weights
     return segment_tokens(w_tool * a[:, 0], w_sum * a[:, 1], x.tool_mask, x.summary_mask)
+
+
+BATCH_SPREAD_FLOOR = 1e-8  # a batch spread below this is float noise of the group stage, not signal
+
+
+def batch_normalise(values: Tensor, scale_std: bool) -> Tensor:
+    """(v − mean)/(std + eps) over the whole batch (σ unbiased; mean-only when `scale_std` is
+    off); 0 everywhere when the batch has fewer than 2 rows or no spread above float noise
+    (group-normalised ties leave ~1e-11 residue that 1/(σ + 1e-6) would blow up to ~1e-4)."""
+    if values.numel() < 2:
+        return torch.zeros_like(values)
+    std = values.std()
+    if float(std) <= BATCH_SPREAD_FLOOR:
+        return torch.zeros_like(values)
+    deviation = values - values.mean()
+    return deviation / (std + EPS) if scale_std else deviation
+
+
+@register("gdpo")
+def gdpo(x: AdvantageInputs) -> Tensor:
+    """Each reward normalised in its group, λ-weighted sum, batch-normalised: one advantage per
+    rollout on every learned token (segments are not told apart)."""
+    rewards = torch.stack([x.r_tool, x.r_sum], dim=-1)
+    everyone = torch.ones_like(rewards, dtype=torch.bool)
+    a = group_normalise(rewards, everyone, x.group_index, x.n_groups, x.scale_std)
+    w_tool, w_sum = x.weights
+    total = batch_normalise(w_tool * a[:, 0] + w_sum * a[:, 1], x.scale_std)
+    return segment_tokens(total, total, x.tool_mask, x.summary_mask)
 
 
 @register("toolpo")

@@ -350,7 +350,7 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train one SLCA-GRPO run (estimator × seed).")
     parser.add_argument("--params", default="params.yaml", help="params.yaml to read")
-    parser.add_argument("--estimator", required=True, help="advantage estimator: slca, grpo, toolpo, rltr")
+    parser.add_argument("--estimator", required=True, help="advantage estimator: slca, grpo, gdpo, toolpo, rltr")
     parser.add_argument("--seed", type=int, default=0, help="seed of this run")
     args = parser.parse_args(argv)
     summary = run_train(load_params(args.params), args.estimator, args.seed)
