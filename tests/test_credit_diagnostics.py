@@ -118,3 +118,35 @@ def test_segment_gradient_stats_extremes():
         model, lambda: masked_loss(tool), lambda: masked_loss(torch.zeros_like(tool))
     )
     assert nothing["norm_summary"] == 0.0 and nothing["cos"] == 0.0
+
+
+def test_segment_normalisation_bias_on_a_no_call_task_and_a_cut_summary():
+    """Group 0 (no_call): rollout 0 calls wrongly (R_tool 0), 1-3 abstain (R_tool 1, no tool segment).
+    Paper rule: the lone caller's Â_tool is 0; over all members it is (0 − 0.75)/0.5 = −1.5, so the
+    paper's rule gives it a hidden bonus of +1.5. Group 1 (multi_step): rollouts 4-5 have both
+    segments, 6-7 were cut before a summary (R_sum 0): over the two summaries (0.9, 0.5) Â_sum is
+    ±0.7071; over all four (0.9, 0.5, 0, 0) it is (0.55, 0.2)/0.4435 — the cut rows make the
+    summaries look better than they are, so the paper's rule lowers them (bias −0.53, +0.26)."""
+    from slca.credit import bias_by_kind, segment_normalisation_bias
+
+    tool = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0],
+                         [1, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool)
+    summary = torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0],
+                            [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    r_tool = [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    r_sum = [0.5, 0.5, 0.5, 0.5, 0.9, 0.5, 0.0, 0.0]
+    bias = segment_normalisation_bias(r_tool, r_sum, tool, summary, [0, 0, 0, 0, 1, 1, 1, 1])
+    assert bias["tool"][0].item() == pytest.approx(1.5, abs=1e-5)
+    assert torch.isnan(bias["tool"][1:4]).all()  # abstainers have no tool tokens to bias
+    assert bias["tool"][4:].abs().max().item() < 1e-9  # every member of group 1 has a tool segment
+    std = math.sqrt(((0.9 - 0.35) ** 2 + (0.5 - 0.35) ** 2 + 2 * 0.35**2) / 3)
+    assert bias["summary"][4].item() == pytest.approx(1 / math.sqrt(2) - 0.55 / std, abs=1e-5)
+    assert bias["summary"][5].item() == pytest.approx(-1 / math.sqrt(2) - 0.15 / std, abs=1e-5)
+    assert torch.isnan(bias["summary"][6:]).all()
+    kinds = ["no_call"] * 4 + ["multi_step"] * 4
+    metrics = bias_by_kind(bias, kinds)
+    assert metrics["segbias/tool_mean.no_call"] == pytest.approx(1.5, abs=1e-5)
+    assert metrics["segbias/tool_mean.multi_step"] == pytest.approx(0.0, abs=1e-9)
+    assert metrics["segbias/summary_abs.multi_step"] == pytest.approx(
+        (abs(bias["summary"][4].item()) + abs(bias["summary"][5].item())) / 2)
+    assert "segbias/tool_mean.single" not in metrics

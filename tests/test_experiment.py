@@ -235,3 +235,44 @@ def test_only_names_an_existing_group(tmp_path):
     (tmp_path / "params.yaml").write_text("{}")
     with pytest.raises(ExperimentError, match=r"no group named \['nope'\]"):
         run_experiment(spec_path, tmp_path / "params.yaml", only=["nope"], root=tmp_path)
+
+
+def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bias_table_reads_histories(
+        tmp_path, mlflow_store):
+    """Main setting σ = 0 (slca, grpo, gdpo) and two noise settings; SLCA's lead grows with σ by construction.
+    Histories log the segment bias on no_call only for slca (a lone caller's bonus) and 0 for gdpo."""
+    spec_path = write_spec(tmp_path, overrides={"train.estimators": ["slca", "grpo", "gdpo"], "train.seeds": [0, 1]},
+                           ablations=[{"name": f"noise-{s}", "label": f"σ = {s}",
+                                       "overrides": {"rewards.summary_noise": s,
+                                                     "train.estimators": ["slca", "gdpo", "grpo"]}}
+                                      for s in (0.3, 0.6)])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    rng = np.random.default_rng(3)
+    lead = {"main": 0.0, "noise-0.3": 0.15, "noise-0.6": 0.35}
+    for group in groups:
+        for estimator in ("slca", "grpo", "gdpo"):
+            for seed in (0, 1):
+                shift = lead[group.name] if estimator == "slca" else 0.0
+                fake_eval(Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
+                          [float(rng.random() < 0.3 + shift) for _ in range(120)])
+                run = Path(group.params.train.out_dir) / f"{estimator}-s{seed}"
+                run.mkdir(parents=True, exist_ok=True)
+                bonus = 1.5 if estimator == "slca" else 0.0
+                rows = [{"step": s, "credit/segbias/tool_mean.no_call": bonus, "credit/segbias/tool_abs.no_call": bonus,
+                         "credit/segbias/summary_mean.multi_step": -0.2} for s in (1, 2)]
+                (run / "metrics_history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert text.startswith("# Exp: SLCA-GRPO against GRPO and GDPO")
+    assert "## Judge noise" in text and (tmp_path / "reports" / "exp" / "noise.png").stat().st_size > 0
+    assert sorted(numbers["noise"]) == [0.0, 0.3, 0.6]
+    gaps = [numbers["noise"][s]["slca-gdpo"] for s in (0.0, 0.3, 0.6)]
+    assert gaps[0] < gaps[1] < gaps[2] and abs(gaps[0]) < 0.1
+    assert numbers["ablations"]["noise-0.6"]["grpo.success"]["low"] > 0
+    assert "SLCA − GDPO Success per setting:" in text
+    assert "## Segment-normalisation bias" in text
+    assert numbers["segbias"]["main.slca"]["tool_mean.no_call"] == 1.5
+    assert numbers["segbias"]["main.gdpo"]["tool_mean.no_call"] == 0.0
+    assert numbers["segbias"]["main.slca"]["summary_mean.multi_step"] == -0.2
+    assert "noise-0.3.slca" in numbers["segbias"] and "noise-0.3.gdpo" not in numbers["segbias"]
+    assert "| main | slca | — | 1.500 | -0.200 | — | 0.000 |" in text

@@ -79,6 +79,8 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         for key in LOGGED:
             steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
             assert steps and max(steps) == 3, f"{estimator}: {key} logged at {steps}"
+        logged = client.get_run(run.info.run_id).data.metrics
+        assert any(key.startswith("credit/segbias/tool_mean.") for key in logged), estimator
         samples = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
         assert samples == {"samples/step_000000.json", "samples/step_000002.json"}
         sample = json.loads((folder / "samples" / "step_000002.json").read_text())

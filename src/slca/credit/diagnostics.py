@@ -10,6 +10,13 @@
 - `zero_var_{tool,summary}_frac`, `zero_var_any_frac`: fraction of groups in which a segment
   carries no signal (fewer than 2 members have it, or their rewards are all equal).
 
+`segment_normalisation_bias` measures what the paper's rule (normalise a segment's reward only
+over the group members that have the segment) does when the policy decides whether a segment
+exists: per row, Â_seg under the paper's rule minus Â_seg normalised over every member, on the
+rows that have the segment (NaN elsewhere). Positive = a hidden bonus: e.g. on a no-call task a
+lone wrong call gets 0 instead of being pushed below the correct abstainers. GDPO and the opt-in
+`abstain_in_tool_baseline` normalise over every member, so they carry no such bias.
+
 `segment_gradient_stats` measures how the tool and summary losses pull on the parameters: the
 cosine between their gradients and both norms, from two `torch.autograd.grad` passes that leave
 the parameters' `.grad` untouched.
@@ -22,7 +29,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from slca.credit.advantages import compute_advantages, prepare_inputs, rows_with_tokens
+from slca.credit.advantages import compute_advantages, group_normalise, prepare_inputs, rows_with_tokens
 
 
 def _token_stats(values: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:
@@ -117,6 +124,42 @@ def credit_diagnostics(
     metrics["zero_var_tool_frac"] = float(silent_tool.double().mean())
     metrics["zero_var_summary_frac"] = float(silent_sum.double().mean())
     metrics["zero_var_any_frac"] = float((silent_tool | silent_sum).double().mean())
+    return metrics
+
+
+def segment_normalisation_bias(
+    r_tool: Tensor,
+    r_sum: Tensor,
+    tool_mask: Tensor,
+    summary_mask: Tensor,
+    group_ids: Tensor,
+    *,
+    penalty: Tensor | None = None,
+    scale_std: bool = True,
+) -> dict[str, Tensor]:
+    """{"tool", "summary"}: float64 [B], Â_seg(members with the segment) − Â_seg(all members) on
+    rows that have the segment, NaN on rows that do not (unit λ weights)."""
+    x = prepare_inputs(r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std, penalty=penalty)
+    rewards = torch.stack([x.r_tool, x.r_sum], dim=-1)
+    has = torch.stack([rows_with_tokens(x.tool_mask), rows_with_tokens(x.summary_mask)], dim=-1)
+    paper = group_normalise(rewards, has, x.group_index, x.n_groups, scale_std)
+    everyone = group_normalise(rewards, torch.ones_like(has), x.group_index, x.n_groups, scale_std)
+    bias = torch.where(has, paper - everyone, torch.full_like(paper, float("nan")))
+    return {"tool": bias[:, 0], "summary": bias[:, 1]}
+
+
+def bias_by_kind(bias: dict[str, Tensor], kinds: list[str]) -> dict[str, float]:
+    """Flat metrics `segbias/{tool,summary}_{mean,abs}.<kind>` over the rows of each kind that have
+    the segment (a kind with no such row is left out)."""
+    metrics: dict[str, float] = {}
+    for kind in sorted(set(kinds)):
+        rows = torch.tensor([k == kind for k in kinds])
+        for segment, values in bias.items():
+            picked = values.cpu()[rows]
+            picked = picked[~torch.isnan(picked)]
+            if picked.numel():
+                metrics[f"segbias/{segment}_mean.{kind}"] = float(picked.mean())
+                metrics[f"segbias/{segment}_abs.{kind}"] = float(picked.abs().mean())
     return metrics
 
 

@@ -11,6 +11,9 @@ experiment and writes `reports/experiment.md` with its figures:
 - each estimator − the SFT start it trained from, paired the same way (what RL added);
 - learning curves (validation Success every k steps, R_tool, R_sum) with steps-to-threshold;
 - misattribution rate and corr(R_tool, R_sum) over training;
+- per setting (ablations), SLCA − GRPO and SLCA − GDPO; the judge-noise curve over the settings that
+  differ only in the training judge's noise σ;
+- the segment-normalisation bias per task kind, read from the training histories;
 - the verdict and a list of findings computed from these numbers (the spec's discussion adds
   interpretation only).
 
@@ -40,6 +43,9 @@ CURVES = {"val/success": "Validation Success (greedy)", "val/process": "Validati
           "rewards/r_sum/mean": "R_sum (rollouts)", "credit/misattribution_rate": "Misattribution rate",
           "credit/corr_r_tool_r_sum": "corr(R_tool, R_sum)"}
 BOOTSTRAP_SAMPLES = 2000
+NAMES = {"grpo": "GRPO", "gdpo": "GDPO", "toolpo": "ToolPO", "rltr": "RLTR", "slca": "SLCA-GRPO"}
+#: the baselines an ablation setting is compared with (each borrowed from the main setting when not rerun)
+ABLATION_BASELINES = ("grpo", "gdpo")
 
 
 def steps_to_threshold(history: Sequence[Mapping[str, float]], metric: str, threshold: float) -> int | None:
@@ -274,8 +280,11 @@ def findings(data: Mapping[str, Any], paired: Mapping[str, Any], start: Mapping[
             text += " No SLCA − baseline no-call interval excludes 0."
         out.append(text)
     if len(ablations) > 1:
-        parts = [f"{labels.get(name, name)}: {_interval(found.get('grpo.success'))}" for name, found in ablations.items()]
-        out.append("- SLCA − GRPO Success per setting: " + "; ".join(parts) + ".")
+        for other in ABLATION_BASELINES:
+            parts = [f"{labels.get(name, name)}: {_interval(found.get(f'{other}.success'))}"
+                     for name, found in ablations.items() if f"{other}.success" in found]
+            if parts:
+                out.append(f"- SLCA − {NAMES[other]} Success per setting: " + "; ".join(parts) + ".")
     return out
 
 
@@ -425,6 +434,73 @@ def verdict(paired: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def baseline_names(params: Any) -> str:
+    names = [NAMES.get(e, e) for e in params.train.estimators if e != "slca"]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "nothing")
+
+
+def noise_of(group: Any) -> float:
+    return float(group.params.rewards.summary_noise)
+
+
+def segbias_section(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]
+                    ) -> tuple[list[str], dict[str, Any]]:
+    """Per task kind: the mean hidden bonus the paper's rule gives a segment's tokens (see
+    `slca.credit.diagnostics.segment_normalisation_bias`), over every logged step and seed of each run
+    group, beside that group's no-call accuracy; only what the histories logged."""
+    found: dict[str, Any] = {}
+    rows = []
+    for group in groups:
+        for estimator, runs in datas[group.name]["runs"].items():
+            if estimator not in ("slca", "gdpo") or (group is not groups[0] and estimator != "slca"):
+                continue
+            values: dict[str, list[float]] = {}
+            for run in runs:
+                for row in run["history"]:
+                    for key, value in row.items():
+                        if key.startswith("credit/segbias/") and "_mean." in key:
+                            values.setdefault(key.removeprefix("credit/segbias/"), []).append(float(value))
+            if not values:
+                continue
+            means = {key: sum(v) / len(v) for key, v in values.items()}
+            no_call = mean_std([r["summary"].get("no_call_accuracy", math.nan) for r in runs])[0]
+            found[f"{group.name}.{estimator}"] = {**means, "no_call_accuracy": no_call}
+            rows.append((group, estimator, means, no_call))
+    if not rows:
+        return [], found
+    kinds = sorted({key.split(".", 1)[1] for _, _, means, _ in rows for key in means})
+    head = ["setting", "runs of", *(f"tool {k}" for k in kinds), *(f"summary {k}" for k in kinds), "No-call acc."]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for group, estimator, means, no_call in rows:
+        lines.append(f"| {group.label} | {estimator} | "
+                     + " | ".join(fmt(means.get(f"tool_mean.{k}", math.nan)) for k in kinds) + " | "
+                     + " | ".join(fmt(means.get(f"summary_mean.{k}", math.nan)) for k in kinds)
+                     + f" | {fmt(no_call)} |")
+    return lines, found
+
+
+def plot_noise(points: Mapping[float, Mapping[str, float]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    sigmas = sorted(points)
+    for estimator in ("slca", "gdpo", "grpo"):
+        xs = [s for s in sigmas if not math.isnan(points[s].get(estimator, math.nan))]
+        if xs:
+            ax.plot(xs, [points[s][estimator] for s in xs], marker="o", label=estimator)
+    ax.set_xlabel("training judge noise σ")
+    ax.set_ylabel("test Success (mean over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain: float = 0.05,
                             timings: Mapping[str, float] | None = None, stamps: Path | None = None,
                             notes: Sequence[str] = (), discussion: Sequence[str] = ()) -> dict[str, Any]:
@@ -442,7 +518,7 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     curve_lines, curves = curve_section(data, threshold_gain)
     start_lines, start = start_table(data)
     rel = figures.name
-    lines = [f"# {path.stem.replace('_', ' ').capitalize()}: SLCA-GRPO against GRPO, ToolPO and RLTR", "",
+    lines = [f"# {path.stem.replace('_', ' ').capitalize()}: SLCA-GRPO against {baseline_names(main.params)}", "",
              "Regenerated by `make experiment` (`slca experiment`); every number below is read from the runs' "
              "evaluation reports and training histories. Standard deviations are over seeds; intervals are 95 % "
              "paired bootstrap intervals over test tasks and seeds together "
@@ -467,28 +543,65 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
               "Misattribution rate and corr(R_tool, R_sum) are means over all steps of a run's rollout groups.", "",
               *curve_lines, "", f"![curves]({rel}/curves.png)", ""]
     ablations: dict[str, Any] = {}
+    datas: dict[str, Mapping[str, Any]] = {main.name: data}
     if len(groups) > 1:
         lines += ["## Ablations", "",
-                  "SLCA − GRPO on the same test tasks, per setting (every setting that was run). A setting that "
-                  "trains only SLCA is paired with the main setting's GRPO runs (same SFT checkpoint and seeds).",
-                  "", "| setting | runs SLCA/GRPO | SLCA Success | GRPO Success | SLCA − GRPO Success [95 %] "
-                  "| SLCA − GRPO Process [95 %] | SLCA − GRPO No-call acc. [95 %] | SLCA BFCL irrel. |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "SLCA − GRPO and SLCA − GDPO on the same test tasks, per setting (every setting that was run). A "
+                  "setting that does not train a baseline is paired with the main setting's runs of it (same SFT "
+                  "checkpoint and seeds).", "",
+                  "| setting | runs SLCA/GRPO/GDPO | SLCA Success | GRPO Success | GDPO Success "
+                  "| SLCA − GRPO Success [95 %] | SLCA − GDPO Success [95 %] | SLCA − GRPO No-call acc. [95 %] "
+                  "| SLCA BFCL irrel. |", "|---|---|---|---|---|---|---|---|---|"]
         for group in groups:
             group_data = data if group is main else collect(group.params)
-            if "grpo" not in group.params.train.estimators and "grpo" in data["runs"]:
-                group_data = {**group_data, "runs": {**group_data["runs"], "grpo": data["runs"]["grpo"]}}
+            borrowed = {e: data["runs"][e] for e in ABLATION_BASELINES
+                        if e not in group.params.train.estimators and e in data["runs"]}
+            if borrowed:
+                group_data = {**group_data, "runs": {**group_data["runs"], **borrowed}}
+            datas[group.name] = group_data
             _, found = paired_table(group_data, "slca")
             ablations[group.name] = found
             stat = {e: {k: mean_std([r["summary"][k] for r in runs])[0] for k in ("success", "bfcl_irrelevance")}
                     for e, runs in group_data["runs"].items()}
             cells = ["—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
-                     for v in (found.get("grpo.success"), found.get("grpo.process"), found.get("grpo.no_call"))]
-            counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in ("slca", "grpo"))
+                     for v in (found.get("grpo.success"), found.get("gdpo.success"), found.get("grpo.no_call"))]
+            counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in ("slca", "grpo", "gdpo"))
             lines.append(f"| {group.label} | {counts} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
-                         f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} | " + " | ".join(cells)
+                         f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} "
+                         f"| {fmt(stat.get('gdpo', {}).get('success', math.nan))} | " + " | ".join(cells)
                          + f" | {fmt(stat.get('slca', {}).get('bfcl_irrelevance', math.nan))} |")
         lines.append("")
+    noise_groups = [g for g in groups if g is main or (noise_of(g) != noise_of(main) and g.name in ablations)]
+    noise: dict[float, dict[str, float]] = {}
+    if len({noise_of(g) for g in noise_groups}) > 1:
+        lines += ["## Judge noise", "",
+                  "Theory: SLCA keeps summary-reward noise out of the tool tokens' credit; GRPO and GDPO put it on "
+                  "every token, so SLCA's lead over both should grow with the noise σ of the training judge "
+                  "(evaluation always uses the clean judge). Settings that differ from the main one only in σ:", "",
+                  "| σ | setting | SLCA Success | GDPO Success | GRPO Success | SLCA − GDPO [95 %] | SLCA − GRPO [95 %] |",
+                  "|---|---|---|---|---|---|---|"]
+        for group in sorted(noise_groups, key=noise_of):
+            group_data, found = datas.get(group.name, data), ablations.get(group.name, paired)
+            means = {e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])])[0]
+                     for e in ("slca", "gdpo", "grpo")}
+            noise[noise_of(group)] = {**means, "slca-gdpo": found.get("gdpo.success", {}).get("mean", math.nan),
+                                      "slca-grpo": found.get("grpo.success", {}).get("mean", math.nan)}
+            lines.append(f"| {noise_of(group):.1f} | {group.label} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
+                         f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
+                         f"| {_interval(found.get('grpo.success'))} |")
+        plot_noise(noise, figures / "noise.png")
+        lines += ["", f"![judge noise]({rel}/noise.png)", ""]
+    bias_lines, bias = segbias_section(groups, datas)
+    if bias_lines:
+        lines += ["## Segment-normalisation bias", "",
+                  "The paper normalises each segment's reward over the group members that have the segment. When "
+                  "the policy decides whether a segment exists (no call on a no-call task, no summary after a cut), "
+                  "the others' absence changes the baseline: per task kind, the mean over training rollouts of "
+                  "Â_seg(paper's rule) − Â_seg(over every member), on the rows that have the segment (positive: a "
+                  "hidden bonus; `credit/segbias/*` in each run's history). GDPO normalises over every member, so "
+                  "its own credit has no such term; its row measures the same quantity on the batches GDPO's policy "
+                  "produced. The opt-in variant (`credit.abstain_in_tool_baseline`) removes the tool column's term "
+                  "for SLCA; its own batches are measured the same way.", "", *bias_lines, ""]
     lines += ["## Does the paper's direction reproduce here?", "",
               "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
               *verdict(paired), "", "From this report's numbers:", "",
@@ -503,7 +616,8 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     from slca.tracking import write_atomic
 
     write_atomic(path, "\n".join(lines))
-    numbers = {"paired": paired, "vs_start": start, "curves": curves, "ablations": ablations, "verdict_lines": verdict(paired),
+    numbers = {"paired": paired, "vs_start": start, "curves": curves, "ablations": ablations, "noise": noise,
+               "segbias": bias, "verdict_lines": verdict(paired),
                "summary": {e: {k: mean_std([r["summary"].get(k, math.nan) for r in runs])
                                for k in TABLE_METRICS} for e, runs in data["runs"].items()}}
     write_atomic(figures / "numbers.json", json.dumps(numbers, indent=2, sort_keys=True, default=str))

@@ -40,6 +40,7 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.credit.diagnostics import bias_by_kind, segment_normalisation_bias
 from slca.rollout.chat_format import apply_stop_ids, chat_format
 from slca.simulator import SimulatorSession
 from slca.simulator.endpoint import FailureBudgetExceeded
@@ -224,6 +225,7 @@ class SLCAGRPOTrainer(GRPOTrainer):
         grpo = advantages if self.estimator == "grpo" else compute_advantages(
             "grpo", rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids, **kwargs)
         self._log_credit(advantages, grpo, rows, tool_mask, summary_mask, group_ids, penalty)
+        self._log_segment_bias(rows, tool_mask, summary_mask, group_ids, penalty)
         self.last_credit = {"advantages": advantages, "grpo": grpo, "response_mask": response_mask,
                             "tool_mask": tool_mask, "summary_mask": summary_mask, "group_ids": group_ids,
                             "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": penalty,
@@ -255,6 +257,24 @@ class SLCAGRPOTrainer(GRPOTrainer):
         metrics["rewards/penalty_rate"].append(float(penalty.float().mean()))
         metrics["credit/tool_tokens_frac"].append(
             float(tool_mask.sum() / (tool_mask.sum() + summary_mask.sum()).clamp(min=1)))
+
+    def _row_kinds(self) -> list[str]:
+        """Every process's rows' task kinds, in row order (gathered as indices of a fixed vocabulary)."""
+        vocabulary = [*sorted(self.slca_params.data.kind_mix), "other"]
+        local = [task.get("kind") for task in self._current_tasks]
+        index = torch.tensor([vocabulary.index(k) if k in vocabulary else len(vocabulary) - 1 for k in local],
+                             device=self.accelerator.device)
+        return [vocabulary[int(i)] for i in self._gather_rows(index).tolist()]
+
+    def _log_segment_bias(self, rows: dict[str, torch.Tensor], tool_mask: torch.Tensor,
+                          summary_mask: torch.Tensor, group_ids: torch.Tensor, penalty: torch.Tensor) -> None:
+        """Per task kind: what normalising a segment only over the members that have it gives them
+        (`credit/segbias/*`, see `slca.credit.diagnostics.segment_normalisation_bias`)."""
+        bias = segment_normalisation_bias(rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids,
+                                          penalty=penalty, scale_std=self.slca_params.credit.scale_std)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        for name, value in bias_by_kind(bias, self._row_kinds()).items():
+            metrics[f"credit/{name}"].append(value)
 
     def _sample(self, output: dict[str, Any], scores: list[dict[str, float]]) -> dict[str, Any]:
         """Compact JSON of a few local rollouts: tokens, masks, advantages (active and GRPO)."""
