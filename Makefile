@@ -11,13 +11,14 @@ export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
-.PHONY: install browser run test bench dashboard experiment clean help
+.PHONY: install browser run test bench dashboard experiment experiment-ablations clean help
 
 help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
 	@echo "make test   install, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
-	@echo "make experiment  the headline multi-seed experiment -> reports/experiment.md (about 85 minutes on 2 cores)"
+	@echo "make experiment  the headline experiment's main group (5 estimators x 3 seeds) -> reports/experiment.md"
+	@echo "make experiment-ablations  its judge-noise and abstain-baseline groups (run after the main group)"
 	@echo "make dashboard  serve the Streamlit credit-attribution dashboard on 127.0.0.1:8501"
 
 $(STAMP): pyproject.toml
@@ -47,7 +48,11 @@ browser:
 	    --no-install-recommends chromium chromium-driver; }
 
 experiment: install
-	$(VENV)/bin/slca experiment --spec experiments/headline.yaml
+	$(VENV)/bin/slca experiment --spec experiments/headline.yaml --only main
+
+experiment-ablations: install
+	$(VENV)/bin/slca experiment --spec experiments/headline.yaml --only judge-noise-0.3 --only judge-noise-0.6 \
+	  --only abstain-baseline
 
 bench: install
 	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -1,4 +1,4 @@
-"""Import structure: `rollout` never imports `train`, and `simulator` has no import cycles.
+"""Import structure: `rollout` never imports `train`, `train` never imports `eval`, and `simulator` has no cycles.
 
 Every import counts, module level and inside functions (a lazy import is still an arrow).
 """
@@ -73,3 +73,13 @@ def test_rollout_does_not_import_train():
 
 def test_simulator_has_no_import_cycles():
     assert cycles_within(import_graph(), "slca.simulator") == []
+
+
+def test_train_does_not_import_eval():
+    """The live-policy evaluation the learning curve and the sweep share lives in `rollout`, below both."""
+    graph = import_graph()
+    upward = {(m, t) for m, targets in graph.items() if m.startswith("slca.train")
+              for t in targets if t.startswith("slca.eval")}
+    assert not upward
+    assert "slca.rollout.evaluation" in graph["slca.train.val_curve"]
+    assert "slca.rollout.evaluation" in graph["slca.eval.indomain"]

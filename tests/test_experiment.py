@@ -276,3 +276,19 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     assert numbers["segbias"]["main.slca"]["summary_mean.multi_step"] == -0.2
     assert "noise-0.3.slca" in numbers["segbias"] and "noise-0.3.gdpo" not in numbers["segbias"]
     assert "| main | slca | — | 1.500 | -0.200 | — | 0.000 |" in text
+
+
+def test_the_headline_spec_trains_five_estimators_with_at_least_1500_rollouts_each(tmp_path):
+    from slca.config import load_params
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = repo / "experiments" / "headline.yaml"
+    groups = build_groups(read_spec(spec), load_params(repo / "params.yaml"), tmp_path, str(spec))
+    main = groups[0].params.train
+    assert main.estimators == ["slca", "grpo", "gdpo", "toolpo", "rltr"] and len(main.seeds) >= 3
+    for group in groups:
+        train = group.params.train
+        assert train.max_steps * train.prompts_per_step * train.num_generations >= 1500, group.name
+    noise = {g.params.rewards.summary_noise: g.params.train.estimators for g in groups
+             if not g.params.credit.abstain_in_tool_baseline}
+    assert set(noise) == {0.0, 0.3, 0.6} and all({"slca", "gdpo", "grpo"} <= set(e) for e in noise.values())

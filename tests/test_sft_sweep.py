@@ -68,7 +68,7 @@ def test_curve_points_are_taken_at_the_asked_steps_with_evaluation_time_left_out
     import time
     from types import SimpleNamespace
 
-    from slca.eval import indomain
+    from slca.rollout import evaluation as indomain
     from slca.train.sweep import CurvePoints
 
     calls = []

@@ -29,7 +29,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from slca.credit.advantages import compute_advantages, group_normalise, prepare_inputs, rows_with_tokens
+from slca.credit.advantages import (
+    compute_advantages,
+    group_normalise,
+    prepare_inputs,
+    rows_with_tokens,
+)
 
 
 def _token_stats(values: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:

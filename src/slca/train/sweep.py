@@ -101,7 +101,7 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     """SFT under one configuration (model in `<out_dir>/<name>`), then its validation metrics,
     written to `<results_dir>/<name>.json`. `sweep.eval_at: [steps]` adds curve points along the run.
     Value accuracy is split into values seen in the configuration's train split and held-out ones."""
-    from slca.eval.indomain import evaluate_policy, train_values
+    from slca.rollout.evaluation import evaluate_policy, train_values
     from slca.train.policy import EMBEDDED_TEMPLATE, read_tasks
     from slca.train.sft import cpu_threads, save_atomically, train_sft
 

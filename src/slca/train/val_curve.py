@@ -24,7 +24,7 @@ CURVE_METRICS = ("success", "name_f1", "arg_match", "process", "r_sum", "no_call
 def evaluate_live(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any,
                   seen_values: frozenset[str] | None = None) -> dict[str, Any]:
     """In-domain metrics of a policy in training, greedy, on these tasks; its train/eval mode is restored."""
-    from slca.eval.indomain import evaluate_policy
+    from slca.rollout.evaluation import evaluate_policy
 
     was_training = model.training
     model.eval()
