@@ -12,7 +12,13 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slca.eval.bfcl.converters import _JS_ARRAY_2D, _bracket_bodies, js_array, js_object, match_js_array_2d
+from slca.eval.bfcl.converters import (
+    _JS_ARRAY_2D,
+    _bracket_bodies,
+    js_array,
+    js_object,
+    match_js_array_2d,
+)
 
 TOKENS = ["[", "]", ",", " ", "\t", "\n", "x", "1", "'a'", "[1]", "[x] ", " ,", "[[", "]]", "new Array(", ")",
           "new  Array(", "new\nArray(", "\u3000", "\r"]

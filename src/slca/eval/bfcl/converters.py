@@ -153,7 +153,7 @@ _NEW_ARRAY = re.compile(r"new\s+Array\(")  # alternative 2's head: `\b` holds at
 
 
 def match_js_array_2d(code: str) -> str | None:
-    """`_JS_ARRAY_2D.match(code).group(0)` (or None), computed in O(len(code)).
+    r"""`_JS_ARRAY_2D.match(code).group(0)` (or None), computed in O(len(code)).
 
     In the pattern only the lazy items `\[.*?\]` and the greedy item loop choose; every `\s*`
     is followed by a non-space literal, so it takes all the whitespace there is. The backtracking
@@ -202,7 +202,7 @@ def match_js_array_2d(code: str) -> str | None:
 
 
 def _bracket_bodies(text: str) -> list[str]:
-    """`re.findall(r"\[(.*?)\]", text)` in linear time (a failed start skips to its line's end)."""
+    r"""`re.findall(r"\[(.*?)\]", text)` in linear time (a failed start skips to its line's end)."""
     bodies, position = [], 0
     while True:
         opening = text.find("[", position)
