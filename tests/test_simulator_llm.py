@@ -286,6 +286,40 @@ def test_cache_misses_when_endpoint_model_prompt_or_schema_change(server, tmp_pa
     assert _requests_for(params, server) == 1
 
 
+def _other_value(value):
+    return (not value) if isinstance(value, bool) else value + 1
+
+
+def test_cache_key_covers_every_knob_that_shapes_the_request_and_the_generation_settings(server, tmp_path):
+    """A cached answer is served only for the same request: a knob that changes the few-shot example
+    (array sizes, new-record ids, echoed arguments) or a different max_tokens asks the model again, while
+    knobs that only validate arguments (checked before the cache) still hit."""
+    from slca.simulator.llm import build_messages
+    params = sim_params(server, tmp_path)
+    specs = list(toolset(list(TOOLS.values())).values())
+    shaping = {name for name in Knobs.names() for spec in specs
+               if build_messages(spec, {}, {}, Knobs(**{name: _other_value(getattr(Knobs(), name))}))
+               != build_messages(spec, {}, {}, Knobs())}
+    assert {"echo_arguments", "array_min_items", "array_max_items", "new_id_start"} <= shaping
+    weather = toolset(WEATHER)["get_current_weather"]
+
+    def asks(knobs: dict, llm_max_tokens: int = 512) -> int:
+        before = len(server.requests)
+        session = SimulatorSession(WEATHER, LLMBackend(params.model_copy(update={"llm_max_tokens": llm_max_tokens})),
+                                   knobs=knobs)
+        assert session.call(LIMA).ok
+        return len(server.requests) - before
+
+    assert asks({}) == 1 and asks({}) == 0
+    for name in Knobs.names():
+        changed = {name: _other_value(getattr(Knobs(), name))}
+        prompt_differs = (build_messages(weather, {"city": "Lima"}, {}, Knobs(**changed))
+                          != build_messages(weather, {"city": "Lima"}, {}, Knobs()))
+        assert asks(changed) == (1 if prompt_differs else 0), name
+    assert asks({}, llm_max_tokens=256) == 1
+    assert asks({}, llm_max_tokens=256) == 0
+
+
 class PoisonedCache(ResponseCache):
     """A cache whose every entry is a response the schema no longer accepts."""
 

@@ -5,7 +5,9 @@ variable: the pipeline (Prefect flow or `slca pipeline`) opens the parent and ex
 every stage process (`dvc repro` → `slca <stage>`) opens its run as a child of it.
 
 Tracking store: `MLFLOW_TRACKING_URI` if set, else `project.tracking_uri` from params.yaml, else
-a SQLite file `mlflow.db` in the working directory.
+a SQLite file `mlflow.db` in the working directory. A SQLite store is created (schema migrations,
+the experiment row) under an exclusive lock on `<file>.lock`, so any number of commands started
+together on a new store all succeed.
 
     with stage_run("synthesize", params) as run:
         log_metrics({"rows": 3000})
@@ -60,6 +62,42 @@ def check_reachable(uri: str, timeout_s: float = 3.0) -> None:
         ) from None
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` URI (None for other stores or an in-memory database)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    return None if path in ("", ":memory:") else Path(path)
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock while a SQLite store is created or migrated (no-op for other stores).
+
+    MLflow creates a new SQLite store on first use; two processes doing so at once race on the schema
+    migration ("alembic_version ... 0 found") and on the experiment row. The lock serialises that
+    first use; once the store exists it costs one flock.
+    """
+    import fcntl
+
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - closed below
+    except OSError as error:
+        raise TrackingError(f"MLflow tracking store {uri}: cannot create {path.parent} ({error.strerror}); "
+                            "set MLFLOW_TRACKING_URI / project.tracking_uri to a writable place") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
 def configure(params: Any | None = None) -> str:
     """Point mlflow at the store in force and select the experiment; returns the URI."""
     import mlflow
@@ -67,9 +105,10 @@ def configure(params: Any | None = None) -> str:
     configured = getattr(getattr(params, "project", None), "tracking_uri", None)
     uri = resolve_tracking_uri(configured)
     check_reachable(uri)
-    mlflow.set_tracking_uri(uri)
     experiment = getattr(getattr(params, "project", None), "experiment", None) or "slca"
-    mlflow.set_experiment(experiment)
+    with store_lock(uri):
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_experiment(experiment)
     return uri
 
 

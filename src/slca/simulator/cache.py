@@ -1,8 +1,9 @@
 """Persistent cache of llm-backend responses: one SQLite file, safe to share between threads.
 
 Keys are digests of everything that shapes a response: the endpoint (base URL and served model),
-the prompt version, the tool's full schema, the canonical arguments and the context (known
-records). Values are response JSON. A cache hit answers without touching the endpoint, so a re-run
+the prompt version, the tool's full schema, the canonical arguments, the context (known records)
+and the request itself (the exact chat messages, whose few-shot example the simulator's knobs
+shape, and the generation settings). Values are response JSON. A cache hit answers without touching the endpoint, so a re-run
 of training or calibration is free and reproducible; the backend re-checks every hit against the
 response schema before serving it.
 """
@@ -25,9 +26,12 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
 
 
 def cache_key(*, base_url: str, model: str, prompt_version: str, tool_schema: Any, arguments: dict,
-              context: str = "") -> str:
-    """Digest of one request: a change to the endpoint, prompt or schema is a different key."""
-    parts = (base_url, model, prompt_version, canonical_json(tool_schema), canonical_json(arguments), context)
+              context: str = "", request: Any = None) -> str:
+    """Digest of one request: a change to the endpoint, prompt, schema, knobs or generation settings is a
+    different key. `request` is what is sent (messages, max_tokens, temperature), so every knob that changes
+    the prompt changes the key while knobs that only validate arguments (checked before the cache) do not."""
+    parts = (base_url, model, prompt_version, canonical_json(tool_schema), canonical_json(arguments), context,
+             "" if request is None else canonical_json(request))
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 

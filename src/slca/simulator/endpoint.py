@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+TEMPERATURE = 0.0  # the simulator asks for deterministic answers; part of the cache key
 
 
 class EndpointError(RuntimeError):
@@ -139,7 +140,7 @@ class ChatClient:
         self._http = deadline_client(self.timeout_s, headers=headers, max_connections=connections)
 
     def __call__(self, messages: list[dict]) -> str:
-        body = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": self.max_tokens}
+        body = {"model": self.model, "messages": messages, "temperature": TEMPERATURE, "max_tokens": self.max_tokens}
         url = f"{self.base_url}/chat/completions"
         reason = "no attempt made"
         for attempt in range(self.retries + 1):

@@ -28,7 +28,7 @@ from typing import Any
 
 from slca.config import FailureBudget
 from slca.simulator.cache import ResponseCache, cache_key
-from slca.simulator.endpoint import ChatClient, EndpointError, FailureWindow
+from slca.simulator.endpoint import TEMPERATURE, ChatClient, EndpointError, FailureWindow
 from slca.simulator.parsing import canonical_json, loads_capped
 from slca.simulator.registry import register
 from slca.simulator.response import synthesize_response
@@ -119,6 +119,7 @@ class LLMBackend:
         self.model = model or (endpoint.model if endpoint is not None else "local")
         self.base_url = endpoint.base_url if endpoint is not None and generate is None else "local"
         max_tokens = getattr(params, "llm_max_tokens", 512)
+        self.max_tokens = max_tokens
         self.generate: Generate = generate or ChatClient(endpoint, max_tokens=max_tokens)
         if cache is None:
             cache = getattr(params, "cache_path", None) or ":memory:"
@@ -137,12 +138,14 @@ class LLMBackend:
         if problem is not None:
             return problem
         known = state.hints_for(arguments) if knobs.track_writes else {}
+        messages = build_messages(spec, arguments, known, knobs)
         key = cache_key(base_url=self.base_url, model=self.model, prompt_version=PROMPT_VERSION,
                         tool_schema=spec.as_schema(), arguments=arguments,
-                        context=canonical_json(known) if known else "")
+                        context=canonical_json(known) if known else "",
+                        request={"messages": messages, "max_tokens": self.max_tokens, "temperature": TEMPERATURE})
         content, source = self._cached(spec, key), "cache"
         if content is None:
-            content, source = self._ask(spec, arguments, known, knobs)
+            content, source = self._ask(spec, messages)
             self.fallbacks.record(source == "fallback")
             if source == "llm":
                 self.cache.put(key, spec.name, content)
@@ -161,8 +164,7 @@ class LLMBackend:
             return None
         return content
 
-    def _ask(self, spec: ToolSpec, arguments: dict, known: dict, knobs: Knobs) -> tuple[dict | None, str]:
-        messages = build_messages(spec, arguments, known, knobs)
+    def _ask(self, spec: ToolSpec, messages: list[dict]) -> tuple[dict | None, str]:
         try:
             with self._slots:
                 reply = self.generate(messages)
