@@ -1,7 +1,10 @@
 """Real MLflow and Prefect servers for tests: free loopback ports, health waits, no orphans.
 
 Each server runs in its own process group (a new session), so stopping it ends every process it
-started (uvicorn workers, Prefect's services) — SIGTERM, then SIGKILL for what is left.
+started (uvicorn workers, Prefect's services) — SIGTERM, then SIGKILL for what is left. A watchdog
+process per group holds the read end of a pipe whose write end only the runner holds: when the runner
+dies in any way (SIGKILL included), the pipe reaches end-of-file and the watchdog ends the group, so no
+server outlives the test run.
 
     with Servers(tmp_dir).up() as servers:   # servers.env points MLflow and Prefect clients at them
         ...
@@ -14,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -57,6 +61,46 @@ def stop_group(process: subprocess.Popen, grace_s: float = 5.0) -> None:
     raise RuntimeError(f"process group {pgid} ({process.args!r}) survived SIGKILL")
 
 
+WATCHDOG = """
+import os, signal, sys, time
+pgid = int(sys.argv[1])
+sys.stdin.buffer.read()  # returns at end-of-file: the runner stopped the group itself, or died
+for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        break
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            sys.exit(0)
+        time.sleep(0.2)
+"""
+
+
+def watch_group(process: subprocess.Popen) -> tuple[subprocess.Popen, int]:
+    """Start a watchdog that ends `process`'s group once this process is gone; returns it and the pipe's write end.
+
+    The watchdog runs in its own session, so killing the runner's process group does not kill it; the
+    write end is not inheritable, so only this process keeps the pipe open.
+    """
+    read, write = os.pipe()
+    try:
+        watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(process.pid)], stdin=read,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    finally:
+        os.close(read)
+    return watchdog, write
+
+
+def release(watchdog: subprocess.Popen, write: int) -> None:
+    """Close the pipe after a clean stop: the watchdog finds the group gone and exits (and is reaped)."""
+    os.close(write)
+    watchdog.wait(timeout=30)
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
@@ -69,7 +113,7 @@ def wait_healthy(name: str, process: subprocess.Popen, health_url: str, log_path
         if process.poll() is not None:
             raise RuntimeError(f"{name} exited with {process.returncode}:\n{_tail(log_path)}")
         with contextlib.suppress(OSError):
-            with urllib.request.urlopen(health_url, timeout=2) as response:  # noqa: S310 - loopback
+            with urllib.request.urlopen(health_url, timeout=2) as response:
                 if response.status == 200:
                     return
         if time.monotonic() > deadline:
@@ -83,6 +127,7 @@ def start(command: list[str], env: Mapping[str, str], log_path: Path, stack: con
     log = stack.enter_context(open(log_path, "wb"))
     process = subprocess.Popen(command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
                                start_new_session=True)
+    stack.callback(release, *watch_group(process))  # runs after stop_group
     stack.callback(stop_group, process)
     return process
 
