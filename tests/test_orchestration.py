@@ -4,7 +4,7 @@ One session starts `mlflow server` (SQLite, served artifacts) and `prefect serve
 loopback ports; a copy of the repo's pipeline files runs the flow end to end with tiny params
 (`python flows/pipeline.py`, as `make run` does). Everything is asserted through the servers' APIs:
 task runs, MLflow runs and artifacts fetched back through the server, the markdown artifact, the
-README's deployment commands run by a process worker, matrix fan-out, skip/resume, the DVC
+deployment commands of docs/orchestration.md run by a process worker, matrix fan-out, skip/resume, the DVC
 remote, and one-line failures on closed ports.
 """
 
@@ -264,24 +264,25 @@ def test_pushed_outputs_pull_back_byte_identical(pipeline):
     assert digest(clone) == before
 
 
-# ---- 2. a deployment that runs (the README's commands) -------------------------------------------
+# ---- 2. a deployment that runs (docs/orchestration.md's commands) --------------------------------
 
-def readme_scheduling_commands() -> str:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Scheduled runs"):]
+def documented_scheduling_commands() -> str:
+    """The first bash block after "### Scheduled runs" in docs/orchestration.md."""
+    page = (REPO_ROOT / "docs" / "orchestration.md").read_text(encoding="utf-8")
+    section = page[page.index("### Scheduled runs"):]
     return section[section.index("```bash") + len("```bash"):section.index("```", section.index("```bash") + 7)]
 
 
-def test_readme_commands_deploy_nightly_and_a_process_worker_completes_a_triggered_run(pipeline, servers,
-                                                                                       prefect_api):
+def test_documented_commands_deploy_nightly_and_a_process_worker_completes_a_triggered_run(pipeline, servers,
+                                                                                           prefect_api):
     project, _ = pipeline
     deployed = project.with_name("deployed")
     shutil.copytree(project, deployed, symlinks=True)
-    commands = readme_scheduling_commands()
+    commands = documented_scheduling_commands()
     lines = [line for line in commands.splitlines() if "prefect server start" not in line]
     script = "set -euo pipefail\n" + "\n".join(lines).replace("http://127.0.0.1:4200/api", servers.prefect_api)
     assert "prefect worker start --pool local &" in script and "--watch" in script
-    log = deployed / "readme-commands.log"
+    log = deployed / "documented-commands.log"
     with ExitStack() as stack:
         shell = start(["bash", "-c", script], servers.env, log, stack, cwd=deployed)
         try:

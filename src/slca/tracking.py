@@ -43,7 +43,7 @@ def resolve_tracking_uri(configured: str | None = None) -> str:
 def unreachable_reason(base_url: str, timeout_s: float = 3.0) -> str | None:
     """Why `<base_url>/health` does not answer (None when it does); MLflow and Prefect both serve it."""
     try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s) as response:  # noqa: S310
+        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout_s) as response:
             response.read(16)
     except (urllib.error.URLError, OSError, TimeoutError) as error:
         return str(getattr(error, "reason", error))

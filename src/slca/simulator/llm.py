@@ -28,7 +28,12 @@ from typing import Any
 
 from slca.config import FailureBudget
 from slca.simulator.cache import ResponseCache, cache_key
-from slca.simulator.endpoint import TEMPERATURE, ChatClient, EndpointError, FailureWindow
+from slca.simulator.endpoint import (
+    TEMPERATURE,
+    ChatClient,
+    EndpointError,
+    FailureWindow,
+)
 from slca.simulator.parsing import canonical_json, loads_capped
 from slca.simulator.registry import register
 from slca.simulator.response import synthesize_response
