@@ -279,8 +279,19 @@ def _mount_subapps() -> None:
 _mount_subapps()
 
 
+PIPELINE_PACKAGES = {"mlflow", "prefect", "dvc", "streamlit", "great_expectations", "matplotlib", "peft",
+                     "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "tau2", "pandas"}
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] not in PIPELINE_PACKAGES:
+            raise
+        typer.secho(f"error: this command needs the pipeline extra ({error.name} is not installed): "
+                    "pip install 'slca[pipeline]' (make install installs it)", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
