@@ -136,6 +136,10 @@ def test_a_segment_reward_that_is_not_a_reward_function_is_refused_in_one_line()
     with pytest.raises(ValueError, match="needs tool_reward="):
         SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
                            processing_class=tokenizer, environment_factory=example.Library, summary_reward=0)
+    with pytest.raises(ValueError, match=r"the 'toolpo' estimator reads one more reward: pass "
+                                         r"extra_rewards=\{'call_accuracy': <reward name or index>\}"):
+        SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
+                           processing_class=tokenizer, tool_reward=0, summary_reward=0, estimator="toolpo")
     with pytest.raises(ValueError, match="unknown estimator|not a registered|estimator"):
         SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
                            processing_class=tokenizer, tool_reward=0, summary_reward=0, estimator="ppo")

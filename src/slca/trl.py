@@ -52,6 +52,8 @@ from slca.credit import (
 
 SampleSink = Callable[[int, dict[str, Any]], None]
 RewardRef = str | int
+#: the one extra reward each baseline estimator reads (`extra_rewards=` names the reward function)
+EXTRA_REWARDS = {"toolpo": "call_accuracy", "rltr": "rltr_reward"}
 
 
 def samples_folder_sink(folder: str | Path) -> SampleSink:
@@ -117,6 +119,12 @@ class SegmentGRPOTrainer(GRPOTrainer):
         super().__init__(model, reward_funcs, args, **kwargs)
         self._reward_index = {key: self._resolve_reward(key, ref) for key, ref in self._reward_refs.items()
                               if ref is not None or key in ("tool", "summary")}
+        needed = EXTRA_REWARDS.get(estimator)
+        reads_reward_functions = type(self)._segment_rows is SegmentGRPOTrainer._segment_rows
+        if needed and self._reward_refs.get(needed) is None and reads_reward_functions:
+            raise ValueError(f"the {estimator!r} estimator reads one more reward: pass "
+                             f"extra_rewards={{{needed!r}: <reward name or index>}}; rewards are "
+                             f"{list(self.reward_func_names)}")
 
     # ---- which reward scores which segment -------------------------------------------------------
 

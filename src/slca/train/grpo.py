@@ -223,7 +223,7 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
 
     def _row_kinds(self) -> list[str]:
         """Every process's rows' task kinds, in row order (gathered as indices of a fixed vocabulary)."""
-        vocabulary = [*sorted(self.slca_params.data.kind_mix), "other"]
+        vocabulary = [*sorted(self.slca_params.data.kind_mix.model_dump()), "other"]
         local = [task.get("kind") for task in self._current_tasks]
         index = torch.tensor([vocabulary.index(k) if k in vocabulary else len(vocabulary) - 1 for k in local],
                              device=self.accelerator.device)
