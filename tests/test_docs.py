@@ -5,6 +5,7 @@ table carries the committed experiment report's numbers."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ DOCS = REPO_ROOT / "docs"
 EXPERIMENT_REPORT = REPO_ROOT / "reports" / "experiment.md"
 MAX_README_LINES = 150
 
-FENCED = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
+FENCED = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.DOTALL | re.MULTILINE)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
@@ -34,7 +35,7 @@ def relative_file_links(page: Path) -> list[tuple[str, Path]]:
     """(target as written, resolved file) of every relative link of a page, fragments stripped."""
     found = []
     for target in link_targets(page.read_text(encoding="utf-8")):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
             continue  # http(s), mailto and the like; anchors within the page
         path = target.split("#", 1)[0].split("?", 1)[0]
         found.append((target, (page.parent / path).resolve()))
@@ -81,6 +82,10 @@ def test_every_docs_page_is_linked_from_the_readme() -> None:
 def test_relative_links_resolve(page: Path) -> None:
     broken = [target for target, resolved in relative_file_links(page) if not resolved.exists()]
     assert not broken, f"{page.relative_to(REPO_ROOT)}: links to missing files {broken}"
+    # a clean clone has only what git keeps: a link to a pipeline output (ignored by git) would break there
+    ignored = [target for target, resolved in relative_file_links(page) if resolved.is_file() and subprocess.run(
+        ["git", "check-ignore", "-q", str(resolved)], cwd=REPO_ROOT).returncode == 0]
+    assert not ignored, f"{page.relative_to(REPO_ROOT)}: links to files git ignores {ignored}"
 
 
 def test_docs_pages_start_with_a_title_and_link_back() -> None:

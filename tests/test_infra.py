@@ -227,7 +227,7 @@ def test_cpu_dockerfile_installs_cpu_torch_before_the_package() -> None:
     assert re.search(r"^FROM python:3\.11-slim$", dockerfile.read_text(encoding="utf-8"), re.M)
     runs = run_lines(dockerfile)
     torch_at = next(i for i, line in enumerate(runs) if "torch==2.13.0" in line)
-    package_at = next(i for i, line in enumerate(runs) if "-e '.[dev,tau2]'" in line)
+    package_at = next(i for i, line in enumerate(runs) if "-e '.[pipeline,dev,tau2]'" in line)
     assert torch_at < package_at
     assert "--index-url https://download.pytorch.org/whl/cpu" in runs[torch_at]
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
@@ -240,7 +240,7 @@ def test_gpu_dockerfile_builds_on_cuda_with_the_gpu_extra() -> None:
     assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:[\w.-]+-devel-ubuntu\d\d\.04$", text, re.M)
     assert re.search(r"^FROM \$\{CUDA_IMAGE\}$", text, re.M)
     runs = run_lines(INFRA / "Dockerfile.gpu")
-    assert any("-e '.[gpu,dev,tau2]'" in line for line in runs)
+    assert any("-e '.[pipeline,gpu,dev,tau2]'" in line for line in runs)
     assert any("deepspeed>=0.19,<0.20" in line for line in runs)
     assert not any("whl/cpu" in line for line in runs)
 

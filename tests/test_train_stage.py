@@ -179,6 +179,10 @@ def test_learning_curve_is_logged_at_step_0_every_k_and_the_last(workspace, mlfl
     client = mlflow.tracking.MlflowClient()
     (run,) = [r for r in _runs("slca") if r.info.run_name == "train-slca-s0"]
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/success")) == [0, 2, 3]
+    # the segment-normalisation bias is logged per real task kind, never lumped into "other"
+    bias_kinds = {key.rsplit(".", 1)[1] for row in rows for key in row if key.startswith("credit/segbias/")}
+    task_kinds = {json.loads(line)["kind"] for line in (workspace / "data" / "train.jsonl").read_text().splitlines()}
+    assert bias_kinds and bias_kinds <= task_kinds, (bias_kinds, task_kinds)
 
 
 def test_gdpo_is_a_dvc_matrix_item_whose_command_trains_from_the_slca_cli(workspace, mlflow_store, tmp_path):

@@ -16,6 +16,7 @@ stderr and exit code 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import subprocess
@@ -63,6 +64,9 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+#: write failures a user fixes outside the program: a full disk or quota, a size limit, a read-only folder
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
 _PROFILE: list[str] = []  # set by the app callback's --profile
 
 
@@ -91,6 +95,13 @@ def _run_stage(target: str | Callable[..., Any], params_path: Path | None, *args
     except _user_error_types() as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    except OSError as error:
+        if error.errno not in WRITE_ERRNOS:
+            raise
+        where = error.filename or "an output file"
+        typer.secho(f"error: cannot write {where}: {error.strerror or error}; free space or make the folder "
+                    "writable and rerun (nothing half-written was kept)", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
 
 
@@ -279,8 +290,19 @@ def _mount_subapps() -> None:
 _mount_subapps()
 
 
+PIPELINE_PACKAGES = {"mlflow", "prefect", "dvc", "streamlit", "great_expectations", "matplotlib", "peft",
+                     "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "tau2", "pandas"}
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] not in PIPELINE_PACKAGES:
+            raise
+        typer.secho(f"error: this command needs the pipeline extra ({error.name} is not installed): "
+                    "pip install 'slca[pipeline]' (make install installs it)", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

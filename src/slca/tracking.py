@@ -187,8 +187,10 @@ def write_atomic(path: Path | str, data: bytes | str) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(error, OSError) and error.filename is None:  # a failed write names no file: name it
+            raise OSError(error.errno, error.strerror, str(path)) from None
         raise
     return path

@@ -1,0 +1,68 @@
+"""Faults in the middle of work, with a real `slca` process: a disk that fills up during a stage.
+
+A full disk is simulated with the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): every write past
+the limit fails with EFBIG, as a write to a full disk fails with ENOSPC, and it works the same way
+for root (permission bits do not stop root, so a read-only folder cannot be simulated here).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+from pathlib import Path
+
+from slca.config import DataParams, Params, ProjectParams, dump_params
+from tests.conftest import REPO_ROOT
+
+SLCA = REPO_ROOT / ".venv" / "bin" / "slca"
+
+
+def write_params(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    params = Params(project=ProjectParams(seed=5),
+                    data=DataParams(out_dir="data", report_path="reports/data_validation.json", n_train=1500,
+                                    n_val=40, n_test=40))
+    (root / "params.yaml").write_text(dump_params(params))
+
+
+def synthesize(root: Path, store: str, file_size_limit: int | None = None) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store, "OMP_NUM_THREADS": "1"}
+    env.pop("SLCA_PARENT_RUN_ID", None)
+    return subprocess.run([str(SLCA), "synthesize", "--params", "params.yaml"], cwd=root, env=env, text=True,
+                          capture_output=True, timeout=600, preexec_fn=limit if file_size_limit else None,
+                          check=False)
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for folder in ("data", "reports") if (root / folder).exists()
+            for p in sorted((root / folder).rglob("*")) if p.is_file()}
+
+
+def test_a_disk_full_during_synthesize_fails_in_one_line_keeps_nothing_and_the_rerun_recovers(tmp_path):
+    store_file = tmp_path / "mlflow.db"
+    store = f"sqlite:///{store_file}"
+    clean, faulty = tmp_path / "clean", tmp_path / "faulty"
+    write_params(clean)
+    write_params(faulty)
+    done = synthesize(clean, store)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = files(clean)
+    assert len(reference["data/train.jsonl"]) > 3_000_000  # bigger than the limit below
+    # room for the tracking store's own writes, not for the training split
+    limit = store_file.stat().st_size + 1_000_000
+    failed = synthesize(faulty, store, file_size_limit=limit)
+    assert failed.returncode == 2
+    lines = failed.stderr.strip().splitlines()
+    assert lines[-1] == ("error: cannot write data/train.jsonl: File too large; free space or make the folder "
+                         "writable and rerun (nothing half-written was kept)"), failed.stderr[-2000:]
+    assert "Traceback" not in failed.stderr
+    assert files(faulty) == {}, "a half-written or unvalidated output was left behind"
+    rerun = synthesize(faulty, store)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert files(faulty) == reference
