@@ -142,7 +142,7 @@ def warm_up(model: Qwen2ForCausalLM, tokenizer: object, steps: int, seed: int) -
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-    return float(loss)
+    return float(loss.detach())
 
 
 def build_trainer(out: Path, steps: int, estimator: str = "slca", seed: int = 0,
