@@ -49,6 +49,7 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.tracking import write_atomic
 
 SampleSink = Callable[[int, dict[str, Any]], None]
 RewardRef = str | int
@@ -62,11 +63,7 @@ def samples_folder_sink(folder: str | Path) -> SampleSink:
     target = Path(folder)
 
     def sink(step: int, sample: dict[str, Any]) -> None:
-        target.mkdir(parents=True, exist_ok=True)
-        path = target / f"step_{step:06d}.json"
-        temporary = path.with_suffix(".json.tmp")
-        temporary.write_text(json.dumps(sample), encoding="utf-8")
-        temporary.replace(path)
+        write_atomic(target / f"step_{step:06d}.json", json.dumps(sample))
 
     return sink
 

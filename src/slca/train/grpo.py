@@ -44,9 +44,8 @@ from slca.simulator import SimulatorSession
 from slca.simulator.endpoint import FailureBudgetExceeded
 from slca.train.grpo_rollout import run_multiturn
 from slca.train.judge_noise import training_judge
-from slca.trl import SegmentGRPOTrainer
+from slca.trl import SampleSink, SegmentGRPOTrainer
 
-SampleSink = Callable[[int, dict[str, Any]], None]
 SCORE_COLUMNS = ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel", "call_accuracy",
                  "rltr", "rltr_comp", "rltr_repeat", "rltr_error", "rltr_format_ok", "success")
 
@@ -203,14 +202,13 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
                    for key in SCORE_COLUMNS}
         tail = torch.tensor(self._episode_batch["tail"], dtype=torch.bool, device=device)
         rows = {key: self._gather_rows(value) for key, value in columns.items()}
-        self._score_rows = rows
-        return {"r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": rows["penalty"].bool(),
+        return {"scores": rows, "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": rows["penalty"].bool(),
                 "penalty_value": self.slca_params.rewards.no_call_penalty,
                 "extra": {"call_accuracy": rows["call_accuracy"], "rltr_reward": rows["rltr"]},
                 "tail": self._gather_rows(tail.long()).bool()}
 
     def _after_credit(self, output: dict[str, Any], rows: dict[str, Any]) -> None:
-        credit, scores = self.last_credit, self._score_rows
+        credit, scores = self.last_credit, rows["scores"]
         metrics = self._metrics["train" if self.model.training else "eval"]
         for name in ("fmt", "name", "key", "value", "parallel"):
             metrics[f"rewards/components/{name}"].append(float(scores[name].mean()))
