@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -235,6 +236,43 @@ def test_a_failing_stage_fails_the_flow_in_one_line_and_the_rerun_resumes_there(
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert resumed.ran == ["second", "third"]
     assert (tmp_path / "c.txt").read_text() == "third"
+
+
+def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool:
+    """True once `path` exists; False when `process` ends or time runs out first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.02)
+    return path.exists()
+
+
+def test_the_flow_killed_mid_train_resumes_on_rerun_to_the_uninterrupted_lock(pipeline, servers, tmp_path):
+    # SIGKILL to the flow's whole process group (the flow, `dvc repro`, `slca train`) once the train item
+    # has saved its first checkpoint; the rerun resumes from it and every hash in dvc.lock is the
+    # uninterrupted run's, so the evaluation downstream is found up to date.
+    project, _ = pipeline
+    killed = tmp_path / "killed"
+    shutil.copytree(project, killed, symlinks=True)
+    shutil.rmtree(killed / "models/slca-s0")
+    checkpoint = killed / "models/slca-s0/checkpoints/checkpoint-1/trainer_state.json"
+    with open(tmp_path / "killed-flow.log", "wb") as log:
+        flow = subprocess.Popen([sys.executable, "flows/pipeline.py"], cwd=killed, env=servers.env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            reached = wait_for_file(checkpoint, flow, 600)
+        finally:
+            os.killpg(flow.pid, signal.SIGKILL)
+            stop_group(flow)  # returns once nothing of the group is left
+    assert reached, (tmp_path / "killed-flow.log").read_text()[-3000:]
+    assert not (killed / "models/slca-s0/metrics.json").exists(), "the train item ended before the kill"
+
+    rerun = run_flow(killed, servers.env)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.ran == ["train@slca-0"]  # evaluate@slca-0: same model bytes, so up to date
+    assert json.loads((killed / "models/.runinfo/slca-s0.json").read_text())["resumed_from"] == "checkpoint-1"
+    assert lock_hashes(killed) == lock_hashes(project), differing(lock_hashes(killed), lock_hashes(project))
 
 
 # ---- 6. DVC remote -------------------------------------------------------------------------------
