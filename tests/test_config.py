@@ -74,6 +74,8 @@ def test_params_are_frozen():
         ({"data": {"kind_mix": {"single": "a lot"}}}, "key 'data.kind_mix.single'"),
         ({"bogus_section": {}}, "key 'bogus_section'"),
         (["not", "a", "mapping"], "top level must be a mapping"),
+        ({"pipeline": {"item_heartbeat_s": 30, "item_lost_after_s": 45}},
+         "key 'pipeline': Value error, item_lost_after_s (45) must be at least twice item_heartbeat_s (30)"),
     ],
 )
 def test_bad_params_give_one_line_naming_the_key(raw, expected):

@@ -10,6 +10,7 @@ remote, and one-line failures on closed ports.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -366,6 +367,15 @@ def dvc(project: Path, *args: str) -> str:
                           check=True).stdout
 
 
+def deploy_items(checkout: Path, env: dict[str, str]) -> None:
+    """The `slca-items` process pool and the `items` deployment of prefect.yaml (both idempotent)."""
+    deploy = ("prefect work-pool create slca-items --type process --overwrite && "
+              "prefect --no-prompt deploy --name items")
+    done = subprocess.run(["bash", "-c", deploy], cwd=checkout, env=env, text=True, capture_output=True,
+                          timeout=180, check=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
 def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(pipeline, servers, prefect_api,
                                                                                  tmp_path):
     project, _ = pipeline
@@ -374,12 +384,8 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
     workers = [copy_pipeline(tmp_path / f"worker{n}", params) for n in (1, 2)]
     for folder in (head, *workers):  # one remote that every checkout shares
         dvc(folder, "remote", "add", "--local", "-d", "-f", "shared", str(tmp_path / "shared-remote"))
+    deploy_items(head, servers.env)
     with ExitStack() as stack:
-        deploy = ("prefect work-pool create slca-items --type process && "
-                  "prefect --no-prompt deploy --name items")
-        done = subprocess.run(["bash", "-c", deploy], cwd=head, env=servers.env, text=True, capture_output=True,
-                              timeout=180, check=False)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         for folder in workers:
             start(["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"],
                   {**servers.env, "SLCA_WORKSPACE": str(folder)}, folder / "worker.log", stack, cwd=folder)
@@ -407,6 +413,72 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
                                   f"tags.mlflow.parentRunId = '{run.parent_run_id}'")
     assert sorted(r.data.params.get("estimator") for r in children if r.data.tags.get("slca.stage") == "train") \
         == ["grpo", "slca"]  # the workers' runs nest under the flow's parent run
+
+
+def kill_machine(workspace: Path) -> int:
+    """SIGKILL every process of one worker's "machine": the worker, the item's flow run, dvc, the stage."""
+    import psutil
+
+    victims = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get("SLCA_WORKSPACE") == str(workspace):
+                victims.append(process)
+    for process in victims:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(victims, timeout=30)
+    return len(victims)
+
+
+def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_another(pipeline, servers, prefect_api,
+                                                                                    tmp_path):
+    project, _ = pipeline
+    params = {**TINY, "pipeline": {"max_parallel_items": 1, "push": False, "item_deployment": "slca-item/items",
+                                   "item_heartbeat_s": 1, "item_lost_after_s": 20}}
+    head = tmp_path / "head"  # the uninterrupted run's checkout, with train@slca-0 to redo
+    shutil.copytree(project, head, symlinks=True)
+    (head / "params.yaml").write_text(dump_params(parse_params(params)))
+    shutil.rmtree(head / "models/slca-s0")
+    lock = yaml.safe_load((head / "dvc.lock").read_text())
+    del lock["stages"]["train@slca-0"]  # else the worker pulls the old outputs instead of training
+    (head / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    doomed, spare = (copy_pipeline(tmp_path / name, params) for name in ("doomed", "spare"))
+    for folder in (head, doomed, spare):
+        dvc(folder, "remote", "add", "--local", "-d", "-f", "shared", str(tmp_path / "shared-remote"))
+    deploy_items(head, servers.env)
+    worker = ["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"]
+    with ExitStack() as stack:
+        start(worker, {**servers.env, "SLCA_WORKSPACE": str(doomed)}, tmp_path / "doomed.log", stack, cwd=doomed)
+        flow = start([sys.executable, "flows/pipeline.py", "--stages", "train"], servers.env, tmp_path / "flow.log",
+                     stack, cwd=head)
+        mid_item = doomed / "models/slca-s0/checkpoints/checkpoint-1/trainer_state.json"
+        assert wait_for_file(mid_item, flow, 600), (tmp_path / "flow.log").read_text()[-3000:]
+        assert kill_machine(doomed) >= 3  # worker, flow run, dvc repro, slca train
+        lost_at = time.monotonic()
+        start(worker, {**servers.env, "SLCA_WORKSPACE": str(spare)}, tmp_path / "spare.log", stack, cwd=spare)
+        code = flow.wait(timeout=600)
+        log = (tmp_path / "flow.log").read_text()
+    assert code == 0, log[-3000:]
+    assert not (doomed / "models/slca-s0/metrics.json").exists()
+    (lost,) = [line for line in log.splitlines() if "lost on a worker" in line]
+    said = re.search(r"stage 'train@slca-0' lost on a worker \(flow run [\w-]+\): its worker sent no heartbeat "
+                     r"for (\d+) s; marked Crashed, 1 MLflow run\(s\) KILLED", lost)
+    assert said and 20 <= int(said.group(1)) < 60, lost
+    assert time.monotonic() - lost_at < 400
+
+    deployment = prefect_api.client.get("deployments/name/slca-item/items").json()
+    item_runs = prefect_api.post("flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}},
+                                                      "sort": "START_TIME_ASC"})
+    mine = [r for r in item_runs if r["parameters"].get("heartbeat_s") == 1]
+    assert [(r["parameters"]["item"], r["state"]["type"]) for r in mine] == [
+        ("train@slca-0", "CRASHED"), ("train@slca-0", "COMPLETED")]
+    client = mlflow.MlflowClient(servers.mlflow_uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    tagged = {r["id"]: client.search_runs(experiments, f"tags.`slca.item_flow_run` = '{r['id']}'") for r in mine}
+    assert [[run.info.status for run in tagged[r["id"]]] for r in mine] == [["KILLED"], ["FINISHED"]]
+    assert dvc(head, "status", "--json").strip() == "{}"
+    assert lock_hashes(head) == lock_hashes(project), differing(lock_hashes(head), lock_hashes(project))
 
 
 def test_matrix_items_fan_out_side_by_side_and_commit_the_sequential_lock(pipeline, servers, prefect_api):

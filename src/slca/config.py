@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -357,6 +357,22 @@ class PipelineParams(Section):
                     "pool's workers, each in its own checkout ($SLCA_WORKSPACE), sharing the DVC remote and "
                     "the MLflow server; null = items run in the flow's own process.",
     )
+    item_heartbeat_s: int = Field(
+        30, ge=1, description="Seconds between the heartbeats (Prefect events) an item sends while it runs on a "
+                              "worker (item_deployment).",
+    )
+    item_lost_after_s: int = Field(
+        180, ge=1, description="An item on a worker with no heartbeat for this long is lost: its flow run is "
+                               "marked Crashed, its open MLflow runs KILLED, and it is retried once on another "
+                               "worker. At least twice item_heartbeat_s.",
+    )
+
+    @model_validator(mode="after")
+    def _lost_after_covers_heartbeats(self) -> PipelineParams:
+        if self.item_lost_after_s < 2 * self.item_heartbeat_s:
+            raise ValueError(f"item_lost_after_s ({self.item_lost_after_s}) must be at least twice "
+                             f"item_heartbeat_s ({self.item_heartbeat_s})")
+        return self
 
 
 class Params(Section):

@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 PARENT_ENV = "SLCA_PARENT_RUN_ID"
+# Set on a work pool's worker: the Prefect flow run of the item, tagged on the stage's MLflow run so
+# the flow can end the runs of an item whose worker was lost.
+ITEM_FLOW_RUN_ENV = "SLCA_ITEM_FLOW_RUN_ID"
+ITEM_FLOW_RUN_TAG = "slca.item_flow_run"
 
 
 class TrackingError(RuntimeError):
@@ -158,10 +162,25 @@ def stage_run(stage: str, params: Any | None = None, *, run_id: str | None = Non
     tags = {"slca.stage": stage}
     if parent:
         tags["mlflow.parentRunId"] = parent
+    if os.environ.get(ITEM_FLOW_RUN_ENV):
+        tags[ITEM_FLOW_RUN_TAG] = os.environ[ITEM_FLOW_RUN_ENV]
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else stage, tags=tags) as run:
         if log_params:
             mlflow.log_params(flatten(log_params))
         yield run
+
+
+def kill_item_runs(flow_run_id: str) -> list[str]:
+    """Mark KILLED the unfinished MLflow runs of an item's lost flow run; returns their ids."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    found = client.search_runs(experiments, f"tags.`{ITEM_FLOW_RUN_TAG}` = '{flow_run_id}' "
+                                            "and attributes.status = 'RUNNING'") if experiments else []
+    for run in found:
+        client.set_terminated(run.info.run_id, "KILLED")
+    return [run.info.run_id for run in found]
 
 
 def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
