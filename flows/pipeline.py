@@ -6,7 +6,8 @@ unchanged item is skipped, so a rerun resumes where a failure stopped), then `dv
 --single-item <item>`. Items of a matrix stage run `pipeline.max_parallel_items` at a time: above
 1 their commands run side by side and each is recorded with `dvc commit` (`slca.orchestration`);
 with `pipeline.item_deployment` they run on a work pool's workers (the `slca-item` flow below, the
-`items` deployment of prefect.yaml), each in its own checkout, sharing the DVC remote.
+`items` deployment of prefect.yaml), each in its own checkout, sharing the DVC remote; an item
+whose worker stops sending heartbeats is marked Crashed and retried once on another worker.
 The MLflow parent run id reaches every stage process through `SLCA_PARENT_RUN_ID`, so each
 stage's run nests under it. At the end the comparison table becomes a Prefect markdown artifact
 and an artifact of the parent run, and `dvc push` sends the outputs to the default remote.

@@ -201,15 +201,17 @@ def write_atomic(path: Path | str, data: bytes | str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
         os.replace(tmp, path)
     except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(error, OSError) and error.filename is None:  # a failed write names no file: name it
-            raise OSError(error.errno, error.strerror, str(path)) from None
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(error, OSError) and (tmp is None or error.filename in (None, tmp)):
+            raise OSError(error.errno, error.strerror, str(path)) from None  # name the file meant, not the temporary
         raise
     return path

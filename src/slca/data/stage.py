@@ -96,14 +96,16 @@ class Staged:
 
     def write(self, final: Path, text: str) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        tmp = None
         try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
             os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; outputs are ordinary readable files
-        except OSError as error:  # a full disk or a size limit: remove the half-written file, name the real one
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        except OSError as error:  # a full disk, a size limit, a read-only folder: keep nothing, name the real file
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
             raise OSError(error.errno, error.strerror, str(final)) from None
         self.pending[final] = Path(tmp)
         return Path(tmp)
