@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,13 @@ def mlflow_store(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("SLCA_PARENT_RUN_ID", raising=False)
     return uri
+
+
+def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool:
+    """True once `path` exists; False when `process` ends or time runs out first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.02)
+    return path.exists()

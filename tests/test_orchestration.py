@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from slca.config import dump_params, parse_params
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, wait_for_file
 from tests.real_servers import Servers, free_port, start, stop_group
 
 PIPELINE_FILES = ["dvc.yaml", "prefect.yaml", ".dvcignore", ".dvc/config", "flows", "src", "vendor/bfcl"]
@@ -237,16 +237,6 @@ def test_a_failing_stage_fails_the_flow_in_one_line_and_the_rerun_resumes_there(
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert resumed.ran == ["second", "third"]
     assert (tmp_path / "c.txt").read_text() == "third"
-
-
-def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool:
-    """True once `path` exists; False when `process` ends or time runs out first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        if path.exists():
-            return True
-        time.sleep(0.02)
-    return path.exists()
 
 
 def test_the_flow_killed_mid_train_resumes_on_rerun_to_the_uninterrupted_lock(pipeline, servers, tmp_path):

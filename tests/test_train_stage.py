@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import mlflow
@@ -28,6 +27,7 @@ from slca.config import dump_params, load_params
 from slca.runinfo import read_runinfo
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
+from tests.conftest import wait_for_file
 
 REPO = Path(__file__).resolve().parents[1]
 LOGGED = ["reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "rewards/penalty_rate",
@@ -102,15 +102,6 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
     assert 'data-view="estimator"' in html
 
 
-def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists():
-            return True
-        time.sleep(0.05)
-    return path.exists()
-
-
 def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tmp_path):
     raw = small_raw(workspace, max_steps=4, checkpoint_every=2, num_generations=2, max_completion_length=12)
     params_file = tmp_path / "params.yaml"
@@ -121,7 +112,7 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     folder = workspace / "models" / "grpo-s3"
     first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert _wait_for(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), \
+        assert wait_for_file(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), \
             first.stderr.read().decode()[-2000:] if first.poll() is not None else "no checkpoint in time"
     finally:
         first.kill()  # SIGKILL
