@@ -30,6 +30,7 @@ from slca.train.policy import (
     corpus_texts,
     count_parameters,
     load_policy,
+    load_tokenizer,
     render_prompt,
     tool_names,
     train_tokenizer,
@@ -161,6 +162,21 @@ def test_load_policy_round_trips_a_saved_model(tokenizer, tmp_path):
     assert loaded_tokenizer.encode(text) == tokenizer.encode(text)
     ids = torch.tensor([tokenizer.encode(text)])
     assert torch.allclose(model(ids).logits, loaded(ids).logits, atol=1e-5)
+
+
+def test_a_saved_tokenizer_keeps_its_own_pre_tokenizer_under_a_qwen2_config(tmp_path):
+    # transformers rebuilds Qwen2's pre-tokenizer for a qwen2 config; load_tokenizer puts the saved one back
+    from transformers import AutoTokenizer
+
+    tasks = tiny_tasks(24)
+    words = train_tokenizer(corpus_texts(tasks), vocab_size=700, seed=0, whole_words=tool_names(tasks),
+                            pretokenizer="wordsp")
+    model, _ = load_policy(None, small_params(), tokenizer=words)
+    model.save_pretrained(tmp_path / "m")
+    words.save_pretrained(tmp_path / "m")
+    text = render_prompt(single_task(2), words)
+    assert AutoTokenizer.from_pretrained(tmp_path / "m")(text)["input_ids"] != words(text)["input_ids"]
+    assert load_tokenizer(tmp_path / "m")(text)["input_ids"] == words(text)["input_ids"]
 
 
 def test_load_policy_names_a_missing_path(tmp_path):

@@ -264,10 +264,15 @@ def load_tokenizer(path: Path | str) -> Any:
     saved = path / "tokenizer.json"
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if saved.exists() and backend is not None:
-        on_disk = Tokenizer.from_file(str(saved))
-        if json.loads(on_disk.to_str()).get("pre_tokenizer") != json.loads(backend.to_str()).get("pre_tokenizer"):
-            backend.pre_tokenizer = on_disk.pre_tokenizer
+        on_disk = Tokenizer.from_file(str(saved)).pre_tokenizer
+        if _component_json(on_disk) != _component_json(backend.pre_tokenizer):
+            backend.pre_tokenizer = on_disk
     return tokenizer
+
+
+def _component_json(component: Any) -> bytes | None:
+    """A tokenizer component's own JSON (its pickle state), without serialising the whole vocabulary."""
+    return None if component is None else component.__getstate__()
 
 
 def _adapter_base(path: Path) -> None:
@@ -286,6 +291,11 @@ def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
     adapter = (path / "adapter_config.json").exists()
     try:
         tokenizer = load_tokenizer(path)
+    except (OSError, ValueError) as error:
+        raise PolicyError(f"cannot load policy from {path}: {str(error).splitlines()[0]}") from None
+    if policy.chat_template is None and not adapter and getattr(tokenizer, "chat_template", None) is None:
+        chat_format(tokenizer)  # refuses in one line before the weights are read
+    try:
         if adapter:
             _adapter_base(path)
             from peft import AutoPeftModelForCausalLM
