@@ -171,8 +171,10 @@ def main(argv: list[str] | None = None) -> SegmentGRPOTrainer:
     parser.add_argument("--estimator", default="slca", help="grpo | gdpo | slca | toolpo | rltr")
     parser.add_argument("--out", type=Path, default=Path("runs/trl-example"), help="Output folder.")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warm-up-steps", type=int, default=400,
+                        help="Next-token steps on the gold dialogues before RL (fewer: the policy calls tools less).")
     args = parser.parse_args(argv)
-    trainer = build_trainer(args.out, args.steps, args.estimator, args.seed)
+    trainer = build_trainer(args.out, args.steps, args.estimator, args.seed, args.warm_up_steps)
     trainer.train()
     credit = trainer.last_credit
     print(json.dumps({"estimator": args.estimator, "steps": trainer.state.global_step,

@@ -29,9 +29,9 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
 
-    def pip(*args: str) -> None:
-        done = subprocess.run([python, "-m", "pip", "install", "--quiet", *args], env=env, capture_output=True,
-                              text=True, timeout=1200)
+    def pip(*args: str) -> None:  # --no-compile: byte-compiling every module of torch is most of the install time
+        done = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-compile", *args], env=env,
+                              capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
 
     pip("torch==2.13.0")
@@ -47,7 +47,7 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
     assert found == {**{name: False for name in PIPELINE_ONLY}, "torch": True, "transformers": True, "trl": True,
                      "slca": True}
     done = subprocess.run([python, str(REPO_ROOT / "examples" / "trl_environment.py"), "--steps", "2",
-                           "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True, cwd=tmp_path,
+                           "--warm-up-steps", "40", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True, cwd=tmp_path,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
