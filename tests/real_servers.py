@@ -144,7 +144,9 @@ class Servers:
         self.env = {**env, **QUIET, "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
                     "PREFECT_HOME": str(root / "prefect-home"), "PREFECT_API_URL": self.prefect_api,
                     "MLFLOW_TRACKING_URI": self.mlflow_uri, "OMP_NUM_THREADS": "1",
-                    "PREFECT_WORKER_QUERY_SECONDS": "2"}
+                    "PREFECT_WORKER_QUERY_SECONDS": "2",
+                    # no MLflow job consumers (7 processes of ~400 MB polling their queues): nothing here submits jobs
+                    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
     @contextlib.contextmanager
     def up(self) -> Iterator[Servers]:

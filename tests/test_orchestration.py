@@ -55,7 +55,7 @@ TRAIN_OUTS = ["models/slca-s0", "models/grpo-s0"]
 
 # ---- fixtures ------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped after this module's tests: idle, they would still poll through the rest
 def servers(tmp_path_factory):
     with Servers(tmp_path_factory.mktemp("servers")).up() as running:
         yield running
@@ -93,7 +93,7 @@ def run_flow(project: Path, env: dict[str, str], *args: str, timeout: float = 90
     return FlowRun(done, time.monotonic() - started)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pipeline(servers, tmp_path_factory):
     """The tiny pipeline run once by the flow against both servers (the default remote is pushed to)."""
     project = copy_pipeline(tmp_path_factory.mktemp("orchestration") / "project", TINY)
@@ -119,7 +119,7 @@ class PrefectApi:
         return self.post("task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def prefect_api(servers):
     return PrefectApi(servers.prefect_api)
 
@@ -357,6 +357,20 @@ def dvc(project: Path, *args: str) -> str:
                           check=True).stdout
 
 
+def head_to_redo(project: Path, head: Path, params: dict[str, Any], items: list[str]) -> Path:
+    """A copy of the finished run's checkout with these params and these items to redo: their outputs and
+    lock entries gone (with the entry left, a worker would pull the old outputs instead of running)."""
+    shutil.copytree(project, head, symlinks=True)
+    (head / "params.yaml").write_text(dump_params(parse_params(params)))
+    lock = yaml.safe_load((head / "dvc.lock").read_text())
+    for item in items:
+        for out in lock["stages"].pop(item)["outs"]:
+            path = head / out["path"]
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (head / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    return head
+
+
 def deploy_items(checkout: Path, env: dict[str, str]) -> None:
     """The `slca-items` process pool and the `items` deployment of prefect.yaml (both idempotent)."""
     deploy = ("prefect work-pool create slca-items --type process --overwrite && "
@@ -370,7 +384,8 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
                                                                                  tmp_path):
     project, _ = pipeline
     params = {**TINY, "pipeline": {"max_parallel_items": 2, "push": False, "item_deployment": "slca-item/items"}}
-    head = copy_pipeline(tmp_path / "head", params)
+    matrix = ["train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"]
+    head = head_to_redo(project, tmp_path / "head", params, matrix)  # the stages before run in the flow's checkout
     workers = [copy_pipeline(tmp_path / f"worker{n}", params) for n in (1, 2)]
     for folder in (head, *workers):  # one remote that every checkout shares
         dvc(folder, "remote", "add", "--local", "-d", "-f", "shared", str(tmp_path / "shared-remote"))
@@ -381,12 +396,11 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
                   {**servers.env, "SLCA_WORKSPACE": str(folder)}, folder / "worker.log", stack, cwd=folder)
         run = run_flow(head, servers.env)
     assert run.returncode == 0, run.stderr[-3000:] + "".join((w / "worker.log").read_text()[-1500:] for w in workers)
-    assert {"train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"} <= set(run.ran)
+    assert run.ran == matrix  # compare finds the same reports and is up to date
 
     deployment = prefect_api.client.get("deployments/name/slca-item/items").json()
     item_runs = prefect_api.post("flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}}})
-    assert sorted(r["parameters"]["item"] for r in item_runs) == sorted(
-        ["train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"])
+    assert sorted(r["parameters"]["item"] for r in item_runs) == sorted(matrix)
     assert {r["state"]["type"] for r in item_runs} == {"COMPLETED"}
     # each item's lock entry is an artifact of its flow run, naming the checkout it ran in: the two
     # train items (sent together, limit 1 per worker) ran one on each worker
@@ -426,13 +440,7 @@ def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_anoth
     project, _ = pipeline
     params = {**TINY, "pipeline": {"max_parallel_items": 1, "push": False, "item_deployment": "slca-item/items",
                                    "item_heartbeat_s": 1, "item_lost_after_s": 20}}
-    head = tmp_path / "head"  # the uninterrupted run's checkout, with train@slca-0 to redo
-    shutil.copytree(project, head, symlinks=True)
-    (head / "params.yaml").write_text(dump_params(parse_params(params)))
-    shutil.rmtree(head / "models/slca-s0")
-    lock = yaml.safe_load((head / "dvc.lock").read_text())
-    del lock["stages"]["train@slca-0"]  # else the worker pulls the old outputs instead of training
-    (head / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    head = head_to_redo(project, tmp_path / "head", params, ["train@slca-0"])
     doomed, spare = (copy_pipeline(tmp_path / name, params) for name in ("doomed", "spare"))
     for folder in (head, doomed, spare):
         dvc(folder, "remote", "add", "--local", "-d", "-f", "shared", str(tmp_path / "shared-remote"))
