@@ -93,11 +93,20 @@ def run_flow(project: Path, env: dict[str, str], *args: str, timeout: float = 90
     return FlowRun(done, time.monotonic() - started)
 
 
+IMPORT_AUDIT = REPO_ROOT / "tests" / "scripts" / "import_audit"
+
+
+def audited(env: dict[str, str], record: Path) -> dict[str, str]:
+    """`env` with the import audit on: each stage command appends the slca files it used to `record`."""
+    return {**env, "PYTHONPATH": str(IMPORT_AUDIT), "SLCA_IMPORT_AUDIT": str(record)}
+
+
 @pytest.fixture(scope="module")
 def pipeline(servers, tmp_path_factory):
-    """The tiny pipeline run once by the flow against both servers (the default remote is pushed to)."""
+    """The tiny pipeline run once by the flow against both servers (the default remote is pushed to),
+    with the import audit on (`imports.jsonl` beside the project)."""
     project = copy_pipeline(tmp_path_factory.mktemp("orchestration") / "project", TINY)
-    first = run_flow(project, servers.env)
+    first = run_flow(project, audited(servers.env, project.parent / "imports.jsonl"))
     assert first.returncode == 0, first.stderr[-3000:]
     return project, first
 
@@ -198,6 +207,29 @@ def test_dvc_repro_writes_the_same_lock_as_the_flow(pipeline, servers, tmp_path)
     assert lock_hashes(plain) == lock_hashes(project), differing(lock_hashes(plain), lock_hashes(project))
     assert json.loads((plain / "models/.runinfo/slca-s0.json").read_text())["mlflow_run_id"]
     assert "seconds" in json.loads((plain / "reports/eval/.runinfo/slca-s0.json").read_text())
+
+
+def test_every_stage_lists_the_slca_code_it_ran_among_its_deps(pipeline, servers, tmp_path):
+    # What each stage command of the flow's run imported or opened from the slca package must lie in one
+    # of its dvc.yaml deps, or editing it would leave the stage "up to date". Excluded: what importing the
+    # command line alone loads (its wiring, the params model), and where a run is logged (tracking, run facts).
+    project, _ = pipeline
+    wiring = tmp_path / "cli.jsonl"
+    subprocess.run([sys.executable, "-c", "import slca.cli"], env={**audited(servers.env, wiring), "DVC_STAGE": "cli"},
+                   check=True)
+    (cli,) = [json.loads(line)["files"] for line in wiring.read_text().splitlines()]
+    cli += ["src/slca/tracking.py", "src/slca/runinfo.py"]
+    used = [json.loads(line) for line in (project.parent / "imports.jsonl").read_text().splitlines()]
+    assert sorted(record["stage"] for record in used) == sorted(ITEMS)
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    uncovered = {}
+    for record in used:
+        deps = [dep.rstrip("/") for dep in stages[record["stage"].split("@")[0]]["deps"]]
+        missing = [path for path in record["files"] if path not in cli
+                   and not any(path == dep or path.startswith(dep + "/") for dep in deps)]
+        if missing:
+            uncovered[record["stage"]] = missing
+    assert not uncovered, uncovered
 
 
 STAGE_SCRIPT = textwrap.dedent("""
