@@ -47,8 +47,8 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
     assert found == {**{name: False for name in PIPELINE_ONLY}, "torch": True, "transformers": True, "trl": True,
                      "slca": True}
     done = subprocess.run([python, str(REPO_ROOT / "examples" / "trl_environment.py"), "--steps", "2",
-                           "--warm-up-steps", "40", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True, cwd=tmp_path,
-                          timeout=600)
+                           "--warm-up-steps", "40", "--out", str(tmp_path / "run")], env=env, capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["estimator"] == "slca" and summary["steps"] == 2 and len(summary["r_tool"]) == 8

