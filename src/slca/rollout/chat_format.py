@@ -17,7 +17,8 @@ tokenizer, and refuses a template that cannot provide them — never a silent su
   and τ² parse, and canonical text is written back in the model's own tags (`model_text`).
 
 `install_chat_template(model, tokenizer, name)` gives a model a named template (`policy.chat_template`),
-as TRL's `clone_chat_template` does: adds its tokens, sets the end token, resizes the embeddings.
+as TRL's `clone_chat_template` does: adds its turn tokens, sets the end token, resizes the embeddings; call
+and response tags the vocabulary lacks stay ordinary text, so a model can learn to write them.
 
     fmt = chat_format(tokenizer, model)       # ChatFormatError (one line) when the template does not fit
     ids = generate(..., eos_token_id=sorted(fmt.stop_ids))
@@ -252,7 +253,14 @@ def apply_stop_ids(model: Any, fmt: ChatFormat) -> None:
 
 
 def install_chat_template(model: Any, tokenizer: Any, name: str) -> list[str]:
-    """Give `tokenizer` the named template: add its tokens, make its end of turn the end token, resize.
+    """Give `tokenizer` the named template: add its turn tokens, make its end of turn the end token, resize.
+
+    Only the turn markers (`spec.special_tokens`, needed as single ids to stop a turn) are ever added.
+    The call and response tags (`spec.plain_tokens`) are added only by a tokenizer built with them (the
+    embedded policy's, whose rows are trained from scratch); on a pretrained vocabulary that lacks them
+    they stay ordinary text: an added row starts untrained and, under LoRA, stays so (PEFT's
+    trainable-token rows break TRL 1.16's fused LM head), so a model would never learn to open a call.
+    A turn marker that is added starts from the mean of its text pieces' rows, not from noise.
 
     Returns the tokens it added (empty when the tokenizer already had them all)."""
     from transformers import AddedToken
@@ -260,15 +268,30 @@ def install_chat_template(model: Any, tokenizer: Any, name: str) -> list[str]:
     spec = template_spec(name)
     vocab = tokenizer.get_vocab()
     special = [token for token in spec.special_tokens if token not in vocab]
-    plain = [token for token in spec.plain_tokens if token not in vocab]
+    pieces = {token: tokenizer(token, add_special_tokens=False)["input_ids"] for token in special}
     if special:
         tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in special], special_tokens=True)
-    if plain:
-        tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in plain])
     tokenizer.chat_template = spec.text
     tokenizer.eos_token = spec.end_of_turn
     if model is not None:
         if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(len(tokenizer))
+        _init_from_pieces(model, tokenizer, pieces)
         model.config.get_text_config().eos_token_id = tokenizer.eos_token_id
-    return special + plain
+    return special
+
+
+def _init_from_pieces(model: Any, tokenizer: Any, pieces: Mapping[str, Sequence[int]]) -> None:
+    """Each added token's input (and untied output) row: the mean of the rows of the pieces its text was."""
+    import torch
+
+    tables = [model.get_input_embeddings().weight]
+    output = model.get_output_embeddings()
+    if output is not None and output.weight is not tables[0]:
+        tables.append(output.weight)
+    with torch.no_grad():
+        for token, ids in pieces.items():
+            if ids:
+                row = tokenizer.convert_tokens_to_ids(token)
+                for table in tables:
+                    table[row] = table[list(ids)].mean(dim=0)

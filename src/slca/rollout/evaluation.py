@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slca.rewards.values import loosely_equal, normalise
-from slca.rollout.loop import Episode, HFTurnGenerator, call_key, run_episodes
+from slca.rollout.cached import turn_generator
+from slca.rollout.loop import Episode, call_key, run_episodes
 from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
@@ -149,14 +150,15 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
                "max_new_tokens": params.train.max_completion_length, "reward_fn": score}
     threshold = params.eval.success_threshold
     seed = params.project.seed
-    greedy = run_episodes(HFTurnGenerator(model, tokenizer, temperature=0.0, seed=seed), tasks,
+    dtype = params.policy.generation_dtype
+    greedy = run_episodes(turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype), tasks,
                           num_samples=1, **rollout)
     rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
     if params.eval.pass_k > 1:
-        sampled = run_episodes(HFTurnGenerator(model, tokenizer, temperature=params.train.temperature, seed=seed),
-                               tasks, num_samples=params.eval.pass_k, **rollout)
+        sampled = run_episodes(turn_generator(model, tokenizer, temperature=params.train.temperature, seed=seed,
+                                              dtype=dtype), tasks, num_samples=params.eval.pass_k, **rollout)
         metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
     metrics["pass_k"] = float(params.eval.pass_k)
     episodes = [{"task_id": episode.task_id, "kind": str(episode.task.get("kind", "unknown")), **row}

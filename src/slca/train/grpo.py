@@ -104,7 +104,7 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
         "logging_steps": 1,
         "report_to": "none",
         "use_cpu": not gpu,
-        "bf16": gpu and torch.cuda.is_bf16_supported(),
+        "bf16": (gpu and torch.cuda.is_bf16_supported()) or (not gpu and params.policy.cpu_bf16),
         "gradient_checkpointing": gpu and train.gradient_checkpointing,
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,

@@ -1,7 +1,11 @@
 """Multi-turn rollouts for SLCA-GRPO: the rollout engine driven by TRL's generation.
 
 The turn loop, stop rule, observations and scoring are the rollout engine's (`slca.rollout`),
-the same code evaluation runs; only the generator differs. `TRLTurnGenerator` generates each turn
+the same code evaluation runs; only the generator differs. On one process without vLLM (the CPU path)
+turns come from `slca.rollout.cached.CachedTurnGenerator` over the trainer's model: one prefill per
+group's prompt, the KV cache kept across turns, generation through merged LoRA weights in
+`policy.generation_dtype`, TRL's sampling settings, a sampling stream seeded by (seed, step) so a resumed
+run draws what the uninterrupted one drew. Otherwise `TRLTurnGenerator` generates each turn
 with `GRPOTrainer._generate_single_turn` (plain `generate`, or vLLM colocate/server — whatever
 the trainer is configured with), stopping at the chat format's stop set (which the trainer has in
 `eos_token_ids`), and appends tool messages with the engine's `tool_suffix_ids`, cut at the
@@ -33,6 +37,7 @@ from slca.rollout import (
     run_episodes,
     training_env,
 )
+from slca.rollout.cached import CachedTurnGenerator
 from slca.rollout.chat_format import chat_format
 from slca.rollout.loop import call_key, new_episodes, tool_suffix_ids
 
@@ -77,6 +82,28 @@ class TRLTurnGenerator:
         return bool(accelerator.gather(flag).sum().item() > 0)
 
 
+def turn_generator(trainer: Any, params: Any) -> Any:
+    """The trainer's turn generator: the cached one where it applies (kept on the trainer, so its generation
+    copy is built once and refreshed each step), else TRL's own generation."""
+    simple = (params.train.rollout_generator == "cached" and not trainer.use_vllm
+              and trainer.accelerator.num_processes == 1 and trainer.min_p is None
+              and trainer.repetition_penalty == 1.0)
+    if not simple:
+        return TRLTurnGenerator(trainer)
+    generator = getattr(trainer, "_slca_turn_generator", None)
+    if generator is None:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        generator = CachedTurnGenerator(model, trainer.processing_class, temperature=trainer.temperature,
+                                        top_k=trainer.top_k or 0, top_p=trainer.top_p, seed=trainer.args.seed,
+                                        dtype=params.policy.generation_dtype)
+        if set(trainer.eos_token_ids) != generator.eos_token_ids:
+            raise ValueError(f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
+                             f"{sorted(generator.eos_token_ids)}: load the policy with slca.train.policy.load_policy")
+        trainer._slca_turn_generator = generator
+    generator.calls = int(trainer.state.global_step)  # this step's sampling stream, also after a resume
+    return generator
+
+
 def rollout_batch(generator: Any, tasks: Sequence[Mapping[str, Any]], params: Any, judge: Any,
                   env: Any = None) -> list[Episode]:
     """One rollout per task row through the training path: training env, engine, scoring."""
@@ -107,7 +134,7 @@ def rollout_stats(episodes: Sequence[Episode], seconds: float) -> dict[str, floa
 def run_multiturn(trainer: Any, tasks: Sequence[Mapping[str, Any]], params: Any, judge: Any) -> dict[str, Any]:
     """TRL rollout_func payload: ids, logprobs, `env_mask` and the per-rollout scores."""
     start = time.perf_counter()
-    episodes = rollout_batch(TRLTurnGenerator(trainer), tasks, params, judge)
+    episodes = rollout_batch(turn_generator(trainer, params), tasks, params, judge)
     seconds = time.perf_counter() - start
     return {
         "prompt_ids": [e.prompt_ids for e in episodes],

