@@ -122,7 +122,8 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     check_finished(model_dir, estimator, seed)
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
-    generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length)
+    generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length,
+                                   dtype=params.policy.generation_dtype)
 
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
         started = time.perf_counter()

@@ -101,10 +101,11 @@ def _register_attention() -> str:
 
 class GenerationCopy:
     """The weights generation reads: the model itself when it is plain and already in `dtype`, else a
-    copy with LoRA merged and cast to `dtype`, refreshed from the model by `refresh()`."""
+    copy with LoRA merged and cast to `dtype`, refreshed from the model by `refresh()` (built once and
+    never refreshed with `follow=False`: evaluation, whose weights do not change)."""
 
-    def __init__(self, model: Any, dtype: str = "float32") -> None:
-        self.source, self.dtype = model, getattr(torch, dtype)
+    def __init__(self, model: Any, dtype: str = "float32", *, follow: bool = True) -> None:
+        self.source, self.dtype, self.follow = model, getattr(torch, dtype), follow
         self.lora = [(name, module) for name, module in model.named_modules()
                      if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")]
         same_dtype = next(model.parameters()).dtype == self.dtype
@@ -122,6 +123,8 @@ class GenerationCopy:
                 self.model.set_attn_implementation(_register_attention())
             for parameter in self.model.parameters():
                 parameter.requires_grad_(False)
+            return self.model
+        if not self.follow:
             return self.model
         with torch.no_grad():
             if self.lora:  # only the adapted layers change under LoRA
@@ -174,10 +177,10 @@ class CachedTurnGenerator:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
-                 top_k: int = 0, top_p: float = 1.0, dtype: str = "float32") -> None:
+                 top_k: int = 0, top_p: float = 1.0, dtype: str = "float32", follow: bool = True) -> None:
         self.tokenizer = tokenizer
         self.temperature, self.seed, self.top_k, self.top_p = temperature, seed, top_k or 0, top_p
-        self.weights = GenerationCopy(model, dtype)
+        self.weights = GenerationCopy(model, dtype, follow=follow)
         self.model = self.weights.model
         self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
         self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
@@ -311,7 +314,7 @@ def turn_generator(model: Any, tokenizer: Any, *, temperature: float = 0.0, seed
     """The cached generator for a causal LM (anything with input embeddings to run forward passes on);
     `HFTurnGenerator` for a policy that only offers `generate` (e.g. a scripted stand-in)."""
     if callable(getattr(model, "get_input_embeddings", None)):
-        return CachedTurnGenerator(model, tokenizer, temperature=temperature, seed=seed, dtype=dtype)
+        return CachedTurnGenerator(model, tokenizer, temperature=temperature, seed=seed, dtype=dtype, follow=False)
     from slca.rollout.loop import HFTurnGenerator
 
     return HFTurnGenerator(model, tokenizer, temperature=temperature, seed=seed)

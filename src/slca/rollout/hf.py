@@ -12,16 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from slca.rollout.cached import turn_generator
 from slca.rollout.chat_format import chat_format, render
-from slca.rollout.loop import generate_turns, turn_text
+from slca.rollout.loop import Episode, turn_text
 
 
-def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256
+def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256, dtype: str = "float32"
                      ) -> Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]:
     """Greedy single-turn generation from a chat; returns the assistant text in canonical form
-    (`<tool_call>` blocks). Earlier assistant turns, canonical too, go back to the model in its own tags."""
+    (`<tool_call>` blocks). Earlier assistant turns, canonical too, go back to the model in its own tags.
+    Generates with the rollout engine's generator (`slca.rollout.cached`, weights in `dtype`)."""
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     fmt = chat_format(tokenizer, model)
+    generator = turn_generator(model, tokenizer, temperature=0.0, seed=0, dtype=dtype)
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
         own = [dict(m, content=fmt.model_text(m["content"])) if m.get("role") == "assistant"
@@ -30,8 +33,8 @@ def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256
         budget = min(max_new_tokens, limit - len(ids))
         if budget <= 0:
             return ""
-        model.eval()
-        turn = generate_turns(model, tokenizer, [ids], max_new_tokens=budget, temperature=0.0, seed=0)[0]
-        return turn_text(tokenizer, turn)
+        episode = Episode(task={}, sample_idx=0, prompt_ids=list(ids))
+        turn = generator.generate([episode], [budget], 0)[0]
+        return turn_text(tokenizer, turn.ids)
 
     return generate

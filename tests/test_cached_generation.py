@@ -1,0 +1,121 @@
+"""The cached turn generator: the same greedy turns as re-reading every sequence, less work, seeded sampling.
+
+A tiny random Qwen2 (fp32) stands in for the policy: greedy decoding is a pure function of the
+sequence, so the cached generator must write exactly what `HFTurnGenerator` (transformers' `generate`
+over the whole sequence) writes, round after round, with tool messages appended between rounds, with
+a GRPO group sharing one prompt prefill, and with episodes dropping out.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from policy_fixtures import single_task, tiny_tasks
+
+from slca.config import LoraParams, TinyModelParams
+from slca.rollout.cached import CachedTurnGenerator, GenerationCopy, GrowingLayer
+from slca.rollout.loop import HFTurnGenerator, new_episodes
+from slca.train.policy import _apply_lora, build_tiny_model, corpus_texts, train_tokenizer
+
+TINY = TinyModelParams(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       intermediate_size=128, vocab_size=700, max_position_embeddings=2048)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    tokenizer = train_tokenizer(corpus_texts(tiny_tasks(12)), 700, 0)
+    torch.manual_seed(0)
+    model = build_tiny_model(TINY, tokenizer, 0).eval()
+    return model, tokenizer
+
+
+def _rounds(generator, episodes, tokenizer, budgets=(12, 7, 12, 3)):
+    """Three rounds as the engine drives them: turns appended, a tool message after each, one episode done."""
+    out = []
+    live = list(episodes)
+    suffix = tokenizer("\n<tool_response>\n{\"ok\": true}\n</tool_response>", add_special_tokens=False)["input_ids"]
+    for round_index in range(3):
+        turns = generator.generate(live, [budgets[i % len(budgets)] for i in range(len(live))], round_index)
+        out.append([t.ids for t in turns])
+        for episode, turn in zip(live, turns, strict=True):
+            episode.append(turn.ids, True)
+            episode.append(suffix[: 3 + episode.sample_idx], False)  # tool messages of different lengths
+        live = live[1:]  # the first episode stops; the rest go on
+    return out
+
+
+def test_greedy_turns_equal_generate_over_the_whole_sequence_across_rounds_and_groups(policy):
+    model, tokenizer = policy
+    tasks = [single_task(0, "test"), single_task(3, "test")]
+    cached = _rounds(CachedTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
+    full = _rounds(HFTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
+    assert cached == full
+    assert [len(turns) for turns in cached] == [4, 3, 2]
+    assert any(len(turn) > 1 for turns in cached for turn in turns)
+
+
+def test_a_group_reads_its_prompt_once_and_later_rounds_read_only_what_is_new(policy):
+    model, tokenizer = policy
+    tasks = [single_task(1, "test")]
+    generator = CachedTurnGenerator(model, tokenizer)
+    episodes = new_episodes(tasks, tokenizer, 4)
+    prompt = len(episodes[0].prompt_ids)
+    generator.generate(episodes, [1] * 4, 0)  # one token each: prefill + the pending last prompt token
+    assert generator.forward_tokens == (prompt - 1) + 4  # one prefill for the group, not four
+    hf_reads = 4 * prompt
+    assert generator.forward_tokens < hf_reads / 3
+
+
+def test_sampling_is_seeded_per_call_and_reproducible(policy):
+    model, tokenizer = policy
+    tasks = [single_task(2, "test")]
+
+    def draw(seed: int, calls: int) -> list[list[int]]:
+        generator = CachedTurnGenerator(model, tokenizer, temperature=1.0, seed=seed)
+        generator.calls = calls
+        return [t.ids for t in generator.generate(new_episodes(tasks, tokenizer, 4), [10] * 4, 0)]
+
+    assert draw(0, 5) == draw(0, 5)
+    assert draw(0, 5) != draw(0, 6) and draw(0, 5) != draw(1, 5)
+    rows = draw(0, 5)
+    assert len({tuple(row) for row in rows}) > 1  # the group's members differ
+
+
+def test_the_generation_copy_merges_lora_without_touching_the_trained_weights(policy):
+    model, tokenizer = policy
+    peft = _apply_lora(build_tiny_model(TINY, tokenizer, 0), LoraParams(enabled=True, r=4, alpha=8, dropout=0.0))
+    with torch.no_grad():
+        for name, parameter in peft.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.2)  # a trained adapter: B is zero at initialisation
+    before = {name: p.detach().clone() for name, p in peft.named_parameters()}
+    copy = GenerationCopy(peft, "float32")
+    plain = copy.refresh()
+    ids = torch.tensor([tokenizer("hello tools", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-5)
+        for name, parameter in peft.named_parameters():
+            if "lora_B" in name:
+                parameter.add_(0.1)  # a training step
+    refreshed = copy.refresh()
+    assert refreshed is plain
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-5)
+    changed = {name for name, p in peft.named_parameters() if not torch.equal(p, before[name])}
+    assert changed and all("lora_B" in name for name in changed)  # the base weights were never written
+    assert next(GenerationCopy(peft, "bfloat16").refresh().parameters()).dtype == torch.bfloat16
+
+
+def test_the_growing_cache_layer_keeps_what_concatenation_keeps():
+    layer, reference = GrowingLayer(), []
+    torch.manual_seed(0)
+    for width in (5, 1, 1, 70, 1):
+        keys = torch.randn(3, 2, width, 4)
+        got, _ = layer.update(keys, keys + 1)
+        reference.append(keys)
+        assert torch.equal(got, torch.cat(reference, dim=-2))
+    layer.batch_select_indices(torch.tensor([2, 0, 0]))
+    expected = torch.cat(reference, dim=-2)[[2, 0, 0]]
+    assert torch.equal(layer.keys, expected) and torch.equal(layer.values, expected + 1)
+    got, _ = layer.update(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4))
+    assert got.shape == (3, 2, 79, 4) and torch.equal(got[..., :78, :], expected)
