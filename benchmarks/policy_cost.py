@@ -95,7 +95,7 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
     from slca.train.policy import load_policy
 
     class Timed(SLCAGRPOTrainer):
-        rollout_seconds: list[float] = []
+        rollout_seconds: list[float]
 
         def _rollout(self, prompts: list, trainer: Any) -> dict[str, Any]:
             began = time.perf_counter()

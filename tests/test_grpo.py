@@ -70,7 +70,8 @@ def test_trl_advantages_equal_credit_core(setup, trainer, estimator):
                                   penalty=credit["penalty"], extra=credit["extra"])
     assert credit["r_tool"].dtype == torch.float64  # rewards stay float64 into the group statistics
     assert batch["advantages"].shape == response_mask.shape
-    torch.testing.assert_close(batch["advantages"], expected)
+    assert batch["advantages"].dtype == torch.float32  # the loss's own dtype, as TRL's advantages
+    torch.testing.assert_close(batch["advantages"], expected.float())
     assert bool(tool_mask.any()) and bool(summary_mask.any())  # both segments occur in the batch
     assert bool((batch["advantages"] != 0).any())
     assert float(batch["advantages"][response_mask == 0].abs().sum()) == 0.0

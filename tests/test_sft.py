@@ -77,3 +77,46 @@ def test_run_sft_lowers_loss_and_saves_a_loadable_policy(tmp_path, mlflow_store,
     assert run.data.metrics["sft_final_loss"] == pytest.approx(metrics["sft_final_loss"])
     model, tokenizer = load_policy(saved, params)
     assert model.config.model_type == "qwen2" and tokenizer.eos_token == "<|im_end|>"
+
+
+def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path, mlflow_store, one_thread):
+    """`slca sft-adapter` saves LoRA weights only, with what they were trained on; `sft.init_adapter` starts
+    from them (0 further steps: the adapter merged as it is); an adapter of another base is refused."""
+    from slca.config import Params
+    from slca.train.policy import build_tiny_model
+    from slca.train.sft import ADAPTER_INFO, run_sft_adapter, start_from_adapter, train_sft
+    from test_chat_format import TINY
+
+    tasks = tiny_tasks(8)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("".join(json.dumps(task) + "\n" for task in tasks))
+    tokenizer = train_tokenizer(corpus_texts(tasks), 700, 0, tags=())
+    tokenizer.chat_template = None
+    build_tiny_model(TINY, tokenizer, 0).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    raw = {"project": {"tracking_uri": mlflow_store}, "data": {"out_dir": str(tmp_path / "data")},
+           "policy": {"model_path": str(tmp_path / "base"), "chat_template": "slca_compact",
+                      "lora": {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}},
+           "sft": {"max_steps": 3, "n_examples": 4, "learning_rate": 1e-2, "threads": 1}}
+    metrics = run_sft_adapter(Params.model_validate(raw), tmp_path / "adapter")
+    assert metrics["sft_steps"] == 3
+    saved = sorted(path.name for path in (tmp_path / "adapter").iterdir())
+    assert saved == sorted(["adapter_config.json", "adapter_model.safetensors", ADAPTER_INFO])  # no base weights
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(tmp_path / "base")
+    info = json.loads((tmp_path / "adapter" / ADAPTER_INFO).read_text())
+    assert info["chat_template"] == "slca_compact" and info["sft"]["max_steps"] == 3 and "sft_seconds" not in info
+
+    raw["sft"].update(max_steps=0, init_adapter=str(tmp_path / "adapter"))
+    params = Params.model_validate(raw)
+    peft, tokenizer, _ = start_from_adapter(params)
+    merged, _, started = train_sft(params, tasks)
+    assert started["sft_steps"] == 0 and started["init_adapter"]["metrics"]["sft_steps"] == 3
+    ids = torch.tensor([tokenizer("What is the weather in Lima?", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        fresh = load_policy(None, Params.model_validate({**raw, "sft": {"max_steps": 1}}))[0](input_ids=ids).logits
+        assert torch.allclose(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-6)
+        assert not torch.allclose(merged(input_ids=ids).logits, fresh, atol=1e-3)  # the adapter is not a no-op
+    raw["policy"]["chat_template"] = "qwen2_5"
+    with pytest.raises(ValueError, match="was trained on .* with template 'slca_compact'"):
+        train_sft(Params.model_validate(raw), tasks)

@@ -75,8 +75,9 @@ def test_the_loss_gets_per_token_advantages_equal_to_the_credit_core_on_the_same
         # what TRL's loss received (its batch may be shuffled): the same row for the same completion
         assert loss["advantages"].dim() == 2 and loss["advantages"].shape == loss["completion_ids"].shape
         by_completion = {tuple(ids.tolist()): row for ids, row in zip(output["completion_ids"], step["advantages"])}
+        assert loss["advantages"].dtype == torch.float32  # TRL's own advantages' dtype, not float64
         for ids, row in zip(loss["completion_ids"], loss["advantages"]):
-            assert torch.equal(row, by_completion[tuple(ids.tolist())])
+            assert torch.equal(row, by_completion[tuple(ids.tolist())].float())
         # per token: rows with both segments get one value on tool tokens and another on summary tokens
         for row in range(response.size(0)):
             if tool[row].any() and summary[row].any():

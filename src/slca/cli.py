@@ -164,6 +164,16 @@ def sft(params: ParamsOption = Path("params.yaml")) -> None:
     _run_stage("slca.train.sft:run_sft", params)
 
 
+@app.command("sft-adapter")
+def sft_adapter(
+    out: Annotated[Path, typer.Option(help="Adapter directory to write (LoRA weights and what they were trained on).")],
+    params: ParamsOption = Path("params.yaml"),
+) -> None:
+    """SFT warm-up saved as a LoRA adapter only, for `sft.init_adapter` (a long warm-up done once, committed)."""
+    metrics = _run_stage("slca.train.sft:run_sft_adapter", params, out)
+    typer.echo(f"wrote {out}: {metrics.get('sft_steps')} steps, final loss {metrics.get('sft_final_loss')}")
+
+
 @app.command()
 def train(
     estimator: Annotated[str, typer.Option(help="Advantage estimator: slca, grpo, gdpo, toolpo or rltr.")] = "slca",

@@ -269,7 +269,8 @@ class PolicyParams(Section):
 
 class SftParams(Section):
     out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
-    max_steps: int = Field(4000, ge=1, description="Optimizer steps of the warm-up (~0.09 s each on 2 cores at the defaults).")
+    max_steps: int = Field(4000, ge=0, description="Optimizer steps of the warm-up (~0.09 s each on 2 cores at the "
+                                                   "tiny defaults); 0 only with init_adapter (merge it as it is).")
     learning_rate: float = Field(2e-3, gt=0, description="Peak learning rate (cosine decay).")
     batch_size: int = Field(1, ge=1, description="Sequences per optimizer step.")
     max_length: int = Field(3072, ge=32, description="Token cap of an SFT example; longer examples are dropped "
@@ -283,6 +284,17 @@ class SftParams(Section):
         description="Share of examples whose copied argument values are replaced by random same-shape "
                     "strings (train/augment.py), so values must be copied, not memorised.",
     )
+    init_adapter: str | None = Field(
+        None,
+        description="A LoRA adapter directory (written by `slca sft-adapter`) to start the warm-up from, on "
+                    "policy.model_path; max_steps more steps follow (0: the adapter merged as it is). null = none.",
+    )
+
+    @model_validator(mode="after")
+    def _steps_or_adapter(self) -> SftParams:
+        if self.max_steps == 0 and self.init_adapter is None:
+            raise ValueError("max_steps 0 needs init_adapter (a warm-up of no steps from nothing trains nothing)")
+        return self
 
 
 class TrainParams(Section):
@@ -353,6 +365,8 @@ class EvalParams(Section):
     out_dir: str = Field("reports/eval", description="Where evaluation tables go.")
     n_test: int = Field(60, ge=1, description="Test tasks evaluated per run.")
     pass_k: int = Field(1, ge=1, description="Samples per task for pass@k (1 = greedy only).")
+    batch_size: int = Field(32, ge=1, description="Episodes generated together (one KV cache, whose memory grows "
+                                                  "with it; larger batches cost little more per decode step on CPU).")
     success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
     bfcl: BfclParams = Field(default_factory=BfclParams, description="BFCL v4 settings.")
     tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")

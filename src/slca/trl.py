@@ -150,7 +150,8 @@ class SegmentGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
-        output["advantages"] = self._segment_advantages(output)
+        # group statistics run in float64; the loss gets them in the dtype of TRL's own advantages (float32)
+        output["advantages"] = self._segment_advantages(output).to(output["advantages"].dtype)
         return output
 
     # ---- advantages ---------------------------------------------------------------------------------

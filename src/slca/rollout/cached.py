@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
 from transformers.cache_utils import DynamicLayer
 
 from slca.rollout.chat_format import chat_format
@@ -148,7 +147,7 @@ class GenerationCopy:
 def _plain_name(peft_name: str) -> str:
     """A LoRA layer's name in the merged model (PEFT nests the model under `base_model.model.`)."""
     prefix = "base_model.model."
-    return peft_name[len(prefix):] if peft_name.startswith(prefix) else peft_name
+    return peft_name.removeprefix(prefix)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,

@@ -9,6 +9,7 @@ Per episode: Name-F1 and ArgMatch (the execution reward's name and value compone
 (= R_tool), Success ((R_tool + R_sum) / 2 >= eval.success_threshold), whether any call was made,
 calls, redundant calls (identical name + arguments repeated in one episode) and generated tokens.
 Aggregates: overall and per task kind, greedy, plus pass@k over `eval.pass_k` sampled episodes.
+Episodes are generated `eval.batch_size` at a time (`slca.rollout.cached`: one KV cache per batch).
 
 Given the values of the train split's gold calls (`seen_values`), each gold argument value is also
 counted as *seen* (it appears as some argument value in training) or *held-out*, and whether a call
@@ -150,15 +151,19 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
                "max_new_tokens": params.train.max_completion_length, "reward_fn": score}
     threshold = params.eval.success_threshold
     seed = params.project.seed
-    dtype = params.policy.generation_dtype
-    greedy = run_episodes(turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype), tasks,
-                          num_samples=1, **rollout)
+    dtype, batch = params.policy.generation_dtype, params.eval.batch_size
+    greedy_generator = turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype)
+    greedy = [episode for start in range(0, len(tasks), batch)
+              for episode in run_episodes(greedy_generator, tasks[start:start + batch], num_samples=1, **rollout)]
     rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
     if params.eval.pass_k > 1:
-        sampled = run_episodes(turn_generator(model, tokenizer, temperature=params.train.temperature, seed=seed,
-                                              dtype=dtype), tasks, num_samples=params.eval.pass_k, **rollout)
+        sampler = turn_generator(model, tokenizer, temperature=params.train.temperature, seed=seed, dtype=dtype)
+        per_chunk = max(1, batch // params.eval.pass_k)
+        sampled = [episode for start in range(0, len(tasks), per_chunk)
+                   for episode in run_episodes(sampler, tasks[start:start + per_chunk],
+                                               num_samples=params.eval.pass_k, **rollout)]
         metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
     metrics["pass_k"] = float(params.eval.pass_k)
     episodes = [{"task_id": episode.task_id, "kind": str(episode.task.get("kind", "unknown")), **row}

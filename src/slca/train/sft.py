@@ -37,6 +37,7 @@ from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
 from slca.train.augment import augment_tasks
 from slca.train.policy import (
+    PolicyError,
     count_parameters,
     load_policy,
     read_tasks,
@@ -168,17 +169,55 @@ def save_atomically(model: Any, tokenizer: Any, out_dir: Path, metrics: Mapping[
         raise
 
 
+ADAPTER_INFO = "slca_adapter.json"
+
+
+def _adapter_source(params: Any) -> str:
+    """What an adapter was trained on: the base's GGUF spec when there is one, else the model path."""
+    return params.policy.base_gguf or str(params.policy.model_path)
+
+
+def start_from_adapter(params: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """(PEFT model, tokenizer, the adapter's record): `policy.model_path` with `sft.init_adapter` on it."""
+    from peft import PeftModel
+
+    folder = Path(params.sft.init_adapter)
+    info_path = folder / ADAPTER_INFO
+    if params.policy.model_path is None:
+        raise PolicyError("sft.init_adapter needs a pretrained policy.model_path to put the adapter on")
+    if not info_path.exists():
+        raise PolicyError(f"sft.init_adapter {folder}: no {ADAPTER_INFO} (write adapters with `slca sft-adapter`)")
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    if info.get("base") != _adapter_source(params) or info.get("chat_template") != params.policy.chat_template:
+        raise PolicyError(f"sft.init_adapter {folder} was trained on {info.get('base')!r} with template "
+                          f"{info.get('chat_template')!r}, not on {_adapter_source(params)!r} with "
+                          f"{params.policy.chat_template!r}")
+    plain = params.model_copy(update={"policy": params.policy.model_copy(
+        update={"lora": params.policy.lora.model_copy(update={"enabled": False})})})
+    model, tokenizer = load_policy(None, plain)
+    return PeftModel.from_pretrained(model, folder, is_trainable=True), tokenizer, info
+
+
 def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequence[Any] = ()) -> tuple[Any, Any, dict]:
-    """Build tokenizer + policy and run the warm-up; returns (model, tokenizer, metrics)."""
+    """Build tokenizer + policy and run the warm-up; returns (model, tokenizer, metrics).
+
+    With `sft.init_adapter` the policy starts from that adapter; `sft.max_steps` 0 then trains nothing."""
     seed = params.project.seed
     started = time.perf_counter()
-    tokenizer = None
-    if params.policy.model_path is None:
-        tokenizer = tokenizer_for_tasks(tasks, params)
-    model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
+    tokenizer, adapter = None, None
+    if params.sft.init_adapter is not None:
+        model, tokenizer, adapter = start_from_adapter(params)
+    else:
+        if params.policy.model_path is None:
+            tokenizer = tokenizer_for_tasks(tasks, params)
+        model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
     chosen = augment_tasks(select_tasks(tasks, params.sft.n_examples, seed), params.sft.copy_augment, seed)
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
     loss_log = MlflowLossCallback()
+    if params.sft.max_steps == 0:
+        return model, tokenizer, {"sft_steps": 0, "sft_examples": 0, "policy_parameters": count_parameters(model),
+                                  "vocab_size": len(tokenizer), "sft_seconds": round(time.perf_counter() - started, 2),
+                                  "init_adapter": adapter}
     with tempfile.TemporaryDirectory(prefix="slca-sft-") as scratch, cpu_threads(cpu_thread_count(params)):
         trainer = SFTTrainer(model=model, args=sft_config(params, scratch), train_dataset=dataset,
                              processing_class=tokenizer, callbacks=[loss_log, *callbacks])
@@ -206,7 +245,45 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
         "policy_parameters": count_parameters(model),
         "vocab_size": len(tokenizer),
     }
+    if adapter is not None:
+        metrics["init_adapter"] = adapter
     return trainer.model, tokenizer, metrics
+
+
+def save_adapter(model: Any, params: Any, out_dir: Path, metrics: Mapping[str, Any]) -> Path:
+    """The LoRA weights alone (no base, no tokenizer) and what they were trained on, written atomically."""
+    if not hasattr(model, "peft_config"):
+        raise PolicyError("slca sft-adapter needs policy.lora.enabled: a full fine-tune has no adapter to save")
+    for config in model.peft_config.values():
+        config.base_model_name_or_path = _adapter_source(params)  # portable: not this machine's path
+    stable, _ = split_volatile(metrics, SFT_VOLATILE)
+    info = {"base": _adapter_source(params), "chat_template": params.policy.chat_template,
+            "lora": params.policy.lora.model_dump(), "sft": params.sft.model_dump(), "seed": params.project.seed,
+            "metrics": stable}
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        model.save_pretrained(staging)
+        (staging / "README.md").unlink(missing_ok=True)  # PEFT's hub model card template: slca_adapter.json says it
+        (staging / ADAPTER_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def run_sft_adapter(params: Any, out_dir: Path) -> dict:
+    """`slca sft-adapter`: the warm-up of params.sft on data/train.jsonl, saved as a LoRA adapter only."""
+    tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
+    with stage_run("sft-adapter", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}):
+        model, _, metrics = train_sft(params, tasks)
+        save_adapter(model, params, Path(out_dir), metrics)
+        log_metrics({key: value for key, value in metrics.items() if isinstance(value, (int, float))})
+        log_json(metrics, "sft/metrics.json")
+    return metrics
 
 
 def run_sft(params: Any) -> dict:

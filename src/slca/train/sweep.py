@@ -118,13 +118,16 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     sft_seconds = sft_metrics["sft_seconds"] - curve.eval_seconds
     save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
     started = time.perf_counter()
-    with cpu_threads(1):
+    with cpu_threads(params.sft.threads):  # a run alone on both cores evaluates on both
         evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}),
                                      seen_values=seen)
     val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n", "values_seen", "values_heldout")}
     default = EMBEDDED_TEMPLATE if params.policy.model_path is None else "own"
+    prompts = params.policy.chat_template or default
+    if params.policy.model_path is not None:  # a pretrained policy: its own table
+        prompts = f"{Path(params.policy.base_gguf or params.policy.model_path).stem}: {prompts}"
     result = {"name": name, "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
-              "prompts": params.policy.chat_template or default,
+              "prompts": prompts,
               "sft": sft_metrics, "sft_minutes": round(sft_seconds / 60, 2),
               "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
               "val": val_metrics, "per_kind": evaluation["per_kind"]}
@@ -153,7 +156,9 @@ def cell(values: Mapping[str, Any], metric: str) -> str:
 
 #: how each prompt format reads, for the section headings
 PROMPT_TITLES = {"qwen2_5": "Tools as JSON schemas (the Qwen2.5 template)",
-                 "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)"}
+                 "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)",
+                 "SmolLM2-135M-Instruct.Q4_1: slca_compact":
+                     "SmolLM2-135M-Instruct (pretrained, LoRA r 16, compact tools with the call tags as text)"}
 
 
 def prompts_of(result: Mapping[str, Any]) -> str:
