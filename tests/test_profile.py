@@ -28,7 +28,7 @@ def test_an_unknown_profile_is_one_line_and_writes_nothing(tmp_path):
     source.write_text(dump_params(Params()))
     out = tmp_path / "out.yaml"
     result = CliRunner().invoke(app, ["--profile", "fast", "sft", "--params", str(source)])
-    assert result.exit_code == 2 and "profile 'fast' not found; choose one of ['real', 'tiny']" in result.output
+    assert result.exit_code == 2 and "profile 'fast' not found; choose one of ['real', 'smollm2', 'tiny']" in result.output
     result = CliRunner().invoke(app, ["profile", "fast", "--params", str(source), "--write", str(out)])
     assert result.exit_code == 2 and not out.exists()
 
@@ -43,3 +43,15 @@ def test_the_tiny_profile_turns_a_pretrained_params_file_back_into_the_embedded_
     defaults = Params()
     assert tiny.policy.model_dump() == {**defaults.policy.model_dump(), "dtype": tiny.policy.dtype}
     assert tiny.sft == defaults.sft and tiny.train.learning_rate == defaults.train.learning_rate
+
+
+def test_the_smollm2_profile_names_an_installed_checkpoint_that_the_base_stage_writes_where_sft_reads():
+    from slca.train.convert import package_file
+
+    params = apply_profile(Params(), "smollm2")
+    assert params.policy.model_path == params.policy.base_dir  # sft starts from the base stage's output
+    assert package_file(params.policy.base_gguf).stat().st_size > 90_000_000  # installed by make install
+    assert params.policy.lora.enabled and params.policy.chat_template == "slca_compact"
+    back = apply_profile(params, "tiny")
+    assert back.policy.model_dump() == {**Params().policy.model_dump(), "lora": back.policy.lora.model_dump()}
+    assert back.sft == Params().sft

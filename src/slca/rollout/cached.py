@@ -92,9 +92,13 @@ def _sdpa_fp32(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
 
 
 def _register_attention() -> str:
+    """Register the fp32 attention and, as its padding mask, SDPA's (a name without one gets no mask at all:
+    left-padded rows would then attend to their padding)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register("slca_sdpa_fp32", _sdpa_fp32)
+    AttentionMaskInterface.register("slca_sdpa_fp32", sdpa_mask)
     return "slca_sdpa_fp32"
 
 
@@ -217,8 +221,8 @@ class CachedTurnGenerator:
         batch.mask = torch.cat([batch.mask, chunk_mask], dim=1)
         self.forward_tokens += ids.numel()
         out = self.model(input_ids=ids, attention_mask=batch.mask, position_ids=positions,
-                         past_key_values=batch.cache, use_cache=True, logits_to_keep=1)
-        batch.cache = out.past_key_values
+                         cache=batch.cache, use_cache=True, logits_to_keep=1)
+        batch.cache = out.cache
         return out.logits[:, -1, :]
 
     def _batch_for(self, episodes: Sequence[Episode], round_index: int) -> _Batch:
