@@ -82,10 +82,11 @@ def test_run_sft_lowers_loss_and_saves_a_loadable_policy(tmp_path, mlflow_store,
 def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path, mlflow_store, one_thread):
     """`slca sft-adapter` saves LoRA weights only, with what they were trained on; `sft.init_adapter` starts
     from them (0 further steps: the adapter merged as it is); an adapter of another base is refused."""
+    from test_chat_format import TINY
+
     from slca.config import Params
     from slca.train.policy import build_tiny_model
     from slca.train.sft import ADAPTER_INFO, run_sft_adapter, start_from_adapter, train_sft
-    from test_chat_format import TINY
 
     tasks = tiny_tasks(8)
     (tmp_path / "data").mkdir()
