@@ -121,3 +121,27 @@ def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path
     raw["policy"]["chat_template"] = "qwen2_5"
     with pytest.raises(ValueError, match="was trained on .* with template 'slca_compact'"):
         train_sft(Params.model_validate(raw), tasks)
+
+
+def test_kind_shares_fix_each_named_kind_and_draw_the_rest_naturally():
+    """sft.kind_shares {no_call: 0.25} gives exactly a quarter no-call examples (the split has 10 %), the rest
+    from the other kinds; seeded; asking more than the split holds, or an unknown kind, is refused in one line."""
+    from collections import Counter
+
+    from slca.config import ParamsError, parse_params
+    from slca.train.policy import select_by_kind, select_tasks
+
+    tasks = [{"id": f"t{i}", "kind": "no_call" if i % 10 == 0 else ("single", "multiple")[i % 2]} for i in range(400)]
+    chosen = select_by_kind(tasks, 80, 3, {"no_call": 0.25})
+    kinds = Counter(task["kind"] for task in chosen)
+    assert kinds["no_call"] == 20 and kinds["single"] + kinds["multiple"] == 60
+    assert len({task["id"] for task in chosen}) == 80
+    assert chosen == select_by_kind(tasks, 80, 3, {"no_call": 0.25})
+    assert chosen != select_by_kind(tasks, 80, 4, {"no_call": 0.25})
+    assert select_by_kind(tasks, 80, 3, None) == select_tasks(tasks, 80, 3)  # no shares: the draw as before
+    with pytest.raises(ValueError, match="no_call 0.9 of 80 is 72 examples, the train split has 40"):
+        select_by_kind(tasks, 80, 3, {"no_call": 0.9})
+    with pytest.raises(ParamsError, match="unknown task kind"):
+        parse_params({"sft": {"kind_shares": {"nocall": 0.2}}})
+    with pytest.raises(ParamsError, match="sum to at most 1"):
+        parse_params({"sft": {"kind_shares": {"no_call": 0.7, "single": 0.6}}})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -284,11 +284,30 @@ class SftParams(Section):
         description="Share of examples whose copied argument values are replaced by random same-shape "
                     "strings (train/augment.py), so values must be copied, not memorised.",
     )
+    kind_shares: dict[str, float] | None = Field(
+        None,
+        description="Shares of the n_examples by task kind, e.g. {no_call: 0.25}: each named kind gets exactly "
+                    "its share (drawn from the train split, seeded), the rest are drawn from the other kinds at "
+                    "their natural rates. null = one seeded draw over all train tasks.",
+    )
     init_adapter: str | None = Field(
         None,
         description="A LoRA adapter directory (written by `slca sft-adapter`) to start the warm-up from, on "
                     "policy.model_path; max_steps more steps follow (0: the adapter merged as it is). null = none.",
     )
+
+    @field_validator("kind_shares")
+    @classmethod
+    def _known_kinds(cls, shares: dict[str, float] | None) -> dict[str, float] | None:
+        if shares is None:
+            return None
+        kinds = ("single", "parallel", "multiple", "multi_step", "no_call")
+        unknown = sorted(set(shares) - set(kinds))
+        if unknown:
+            raise ValueError(f"unknown task kind(s) {unknown}; known: {list(kinds)}")
+        if any(not 0 <= share <= 1 for share in shares.values()) or sum(shares.values()) > 1:
+            raise ValueError(f"shares must lie in [0, 1] and sum to at most 1, got {shares}")
+        return shares
 
     @model_validator(mode="after")
     def _steps_or_adapter(self) -> SftParams:

@@ -27,7 +27,8 @@ Rewards are named as TRL names them: a function's `__name__`, a reward model's i
 environment class's name for its `get_reward`. `toolpo` and `rltr` read one more reward each
 (`extra_rewards={"call_accuracy": ..., "rltr_reward": ...}`). `trainer.last_credit` holds the last
 batch's advantages and masks; `sample_sink(step, sample)` receives per-token samples in the
-format `slca dashboard` shows (see `samples_folder_sink`).
+format `slca dashboard` shows (see `samples_folder_sink`). The loss forward runs each group's shared
+prompt once (`slca.shared_prefix`; `share_prompt=False` gives TRL's own forward).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.shared_prefix import shared_prefix_logps
 from slca.tracking import write_atomic
 
 SampleSink = Callable[[int, dict[str, Any]], None]
@@ -98,7 +100,7 @@ class SegmentGRPOTrainer(GRPOTrainer):
                  segment_weights: tuple[float, float] = (1.0, 1.0), abstain_in_tool_baseline: bool = False,
                  truncated_tool_call_as_tool: bool = False, extra_rewards: Mapping[str, RewardRef] | None = None,
                  sample_sink: SampleSink | None = None, sample_every: int = 1, sample_rollouts: int = 4,
-                 **kwargs: Any) -> None:
+                 share_prompt: bool = True, **kwargs: Any) -> None:
         get_estimator(estimator)  # an unknown name fails before any model work
         self.estimator = estimator
         self.scale_std = scale_std
@@ -108,6 +110,7 @@ class SegmentGRPOTrainer(GRPOTrainer):
         self.sample_sink = sample_sink
         self.sample_every = max(1, int(sample_every))
         self.sample_rollouts = sample_rollouts
+        self.share_prompt = share_prompt
         self.last_credit: dict[str, Any] = {}
         self._reward_refs = {"tool": tool_reward, "summary": summary_reward, **dict(extra_rewards or {})}
         self._stash: dict[str, Any] = {}
@@ -153,6 +156,31 @@ class SegmentGRPOTrainer(GRPOTrainer):
         # group statistics run in float64; the loss gets them in the dtype of TRL's own advantages (float32)
         output["advantages"] = self._segment_advantages(output).to(output["advantages"].dtype)
         return output
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           **extra: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's loss forward, with each group's shared prompt run once (`slca.shared_prefix`) on one process
+        for text-only models; TRL's own forward otherwise (several processes, images, MoE aux loss)."""
+        if (self.share_prompt and not compute_aux_loss and self.accelerator.num_processes == 1
+                and all(value is None for value in extra.values())):
+            chunk = batch_size or input_ids.size(0)
+            logps, entropies = [], []
+            for start in range(0, input_ids.size(0), chunk):
+                part = shared_prefix_logps(model, input_ids[start:start + chunk], attention_mask[start:start + chunk],
+                                           logits_to_keep, compute_entropy=compute_entropy,
+                                           autocast=self.accelerator.autocast)
+                if part is None:
+                    break
+                logps.append(part[0])
+                if part[1] is not None:
+                    entropies.append(part[1])
+            else:
+                return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                          batch_size=batch_size, compute_entropy=compute_entropy,
+                                                          compute_aux_loss=compute_aux_loss, **extra)
 
     # ---- advantages ---------------------------------------------------------------------------------
 

@@ -107,6 +107,30 @@ def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[
     return [tasks[i] for i in order[:n]]
 
 
+def select_by_kind(tasks: Sequence[Mapping[str, Any]], n: int, seed: int,
+                   shares: Mapping[str, float] | None) -> list[Mapping[str, Any]]:
+    """n tasks in a seeded order: each kind named in `shares` exactly round(n * share) of them, the rest a
+    seeded draw over the other kinds (`select_tasks` when shares is empty)."""
+    if not shares:
+        return select_tasks(tasks, n, seed)
+    rng = random.Random(seed)
+    chosen: list[Mapping[str, Any]] = []
+    for kind in sorted(shares):
+        pool = [task for task in tasks if task.get("kind") == kind]
+        want = round(n * shares[kind])
+        if want > len(pool):
+            raise ValueError(f"sft.kind_shares: {kind} {shares[kind]} of {n} is {want} examples, the train "
+                             f"split has {len(pool)}")
+        chosen += rng.sample(pool, want)
+    rest = [task for task in tasks if task.get("kind") not in shares]
+    left = n - len(chosen)
+    if left > len(rest):
+        raise ValueError(f"sft.kind_shares: {left} examples of the other kinds asked, the train split has {len(rest)}")
+    chosen += rng.sample(rest, left)
+    rng.shuffle(chosen)
+    return chosen
+
+
 def tool_names(tasks: Iterable[Mapping[str, Any]]) -> list[str]:
     """Sorted names of the tools offered in the given tasks."""
     return sorted({tool["function"]["name"] for task in tasks for tool in task.get("tools") or []})

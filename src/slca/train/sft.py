@@ -41,7 +41,7 @@ from slca.train.policy import (
     count_parameters,
     load_policy,
     read_tasks,
-    select_tasks,
+    select_by_kind,
     tokenizer_for_tasks,
 )
 
@@ -211,7 +211,8 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
         if params.policy.model_path is None:
             tokenizer = tokenizer_for_tasks(tasks, params)
         model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
-    chosen = augment_tasks(select_tasks(tasks, params.sft.n_examples, seed), params.sft.copy_augment, seed)
+    chosen = augment_tasks(select_by_kind(tasks, params.sft.n_examples, seed, params.sft.kind_shares),
+                           params.sft.copy_augment, seed)
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
     loss_log = MlflowLossCallback()
     if params.sft.max_steps == 0:
