@@ -74,8 +74,10 @@ def test_params_are_frozen():
         ({"data": {"kind_mix": {"single": "a lot"}}}, "key 'data.kind_mix.single'"),
         ({"bogus_section": {}}, "key 'bogus_section'"),
         (["not", "a", "mapping"], "top level must be a mapping"),
-        ({"pipeline": {"item_heartbeat_s": 30, "item_lost_after_s": 45}},
-         "key 'pipeline': Value error, item_lost_after_s (45) must be at least twice item_heartbeat_s (30)"),
+        (
+            {"pipeline": {"item_heartbeat_s": 30, "item_lost_after_s": 45}},
+            "key 'pipeline': Value error, item_lost_after_s (45) must be at least twice item_heartbeat_s (30)",
+        ),
     ],
 )
 def test_bad_params_give_one_line_naming_the_key(raw, expected):
@@ -104,7 +106,10 @@ def test_cli_exits_2_with_one_line_on_bad_params(tmp_path):
     path.write_text("train:\n  learning_rate: fast\n")
     result = subprocess.run(
         [sys.executable, "-m", "slca.cli", "synthesize", "--params", str(path)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]

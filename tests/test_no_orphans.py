@@ -48,8 +48,11 @@ def answers(url: str) -> bool:
 
 def test_a_runner_killed_with_sigkill_leaves_no_mlflow_server_behind(tmp_path):
     port = str(free_port())
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path), str(REPO_ROOT), port],
-                              env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path), str(REPO_ROOT), port],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not (tmp_path / "pgid").exists():

@@ -55,8 +55,10 @@ def check_finished(model_dir: Path, estimator: str, seed: int) -> None:
     if not model_dir.exists():
         raise EvaluationError(f"{model_dir} does not exist; run `{stage}` first")
     if estimator != SFT and not (model_dir / METRICS_FILE).exists():
-        raise EvaluationError(f"{model_dir} holds no finished run ({METRICS_FILE} missing: killed or still "
-                              f"running); run `{stage}` to finish it")
+        raise EvaluationError(
+            f"{model_dir} holds no finished run ({METRICS_FILE} missing: killed or still "
+            f"running); run `{stage}` to finish it"
+        )
 
 
 def load_test_tasks(params: Params) -> list[dict[str, Any]]:
@@ -101,13 +103,19 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
     endpoint = settings.user_simulator
     conversational = settings.domain not in ("mock", "telecom")
     return evaluate_tau2(
-        generate_fn, domain=settings.domain, num_trials=settings.num_trials, task_ids=settings.task_ids,
-        max_steps=settings.max_steps, seed=settings.seed, max_errors=settings.max_errors,
+        generate_fn,
+        domain=settings.domain,
+        num_trials=settings.num_trials,
+        task_ids=settings.task_ids,
+        max_steps=settings.max_steps,
+        seed=settings.seed,
+        max_errors=settings.max_errors,
         task_split=settings.task_split,
         user_base_url=endpoint.base_url if conversational else None,
         user_model=endpoint.model if conversational else None,
         user_api_key=os.environ.get(endpoint.api_key_env, "EMPTY"),
-        user_timeout_s=endpoint.timeout_s, user_retries=endpoint.retries,
+        user_timeout_s=endpoint.timeout_s,
+        user_retries=endpoint.retries,
         user_max_concurrency=endpoint.max_concurrency,
     )
 
@@ -122,8 +130,9 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     check_finished(model_dir, estimator, seed)
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
-    generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length,
-                                   dtype=params.policy.generation_dtype)
+    generate_fn = make_generate_fn(
+        model, tokenizer, max_new_tokens=params.train.max_completion_length, dtype=params.policy.generation_dtype
+    )
 
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
         started = time.perf_counter()

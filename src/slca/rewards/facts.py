@@ -102,8 +102,15 @@ def fact_sources(task: Mapping[str, Any]) -> list[FactSource]:
     sources = []
     for fact in task.get("reference") or []:
         wanted = fact_tokens(fact)
-        found = next(((name, k, path) for name, k, response in calls for path, leaf in leaves(response)
-                      if wanted and fact_tokens(render_value(leaf)) == wanted), None)
+        found = next(
+            (
+                (name, k, path)
+                for name, k, response in calls
+                for path, leaf in leaves(response)
+                if wanted and fact_tokens(render_value(leaf)) == wanted
+            ),
+            None,
+        )
         sources.append(FactSource(str(fact), *found) if found else FactSource(str(fact)))
     return sources
 

@@ -52,7 +52,9 @@ class EvalBudget:
         """Spend `size`; raise `DecodeError` once the output's arithmetic builds too much."""
         self.left -= size
         if self.left < 0:
-            raise DecodeError(f"arithmetic builds too large a value (limit {MAX_EVAL_SIZE} items/characters per output)")
+            raise DecodeError(
+                f"arithmetic builds too large a value (limit {MAX_EVAL_SIZE} items/characters per output)"
+            )
 
 
 def wrap_prompt_output(raw: str) -> str:
@@ -250,7 +252,7 @@ def tool_call_blocks(raw: str) -> list[str]:
         end = raw.find(_CLOSE_TAG, start + len(_OPEN_TAG))
         if end == -1:
             break
-        blocks.append(raw[start + len(_OPEN_TAG):end].strip())
+        blocks.append(raw[start + len(_OPEN_TAG) : end].strip())
         start = raw.find(_OPEN_TAG, end + len(_CLOSE_TAG))
     return blocks
 

@@ -51,9 +51,7 @@ class JudgeFailure(RuntimeError):
 class Judge(Protocol):
     """Scores a summary in [0, 1]."""
 
-    def score(
-        self, summary: str, tool_responses: list[str], reference: list[str], request: str
-    ) -> float: ...
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float: ...
 
 
 _JUDGES: dict[str, Callable[..., Judge]] = {}
@@ -122,8 +120,9 @@ class MonitoredJudge:
         self.inner = inner
         self.failures = failures
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str,
-              **kwargs: Any) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str, **kwargs: Any
+    ) -> float:
         try:
             value = float(self.inner.score(summary, tool_responses, reference, request, **kwargs))
         except Exception:
@@ -140,8 +139,16 @@ class MonitoredJudge:
 
 from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
 
-__all__ = ["Judge", "JudgeFailure", "MonitoredJudge", "get_judge", "judge_from_params", "list_judges",
-           "register_judge", "summary_reward"]
+__all__ = [
+    "Judge",
+    "JudgeFailure",
+    "MonitoredJudge",
+    "get_judge",
+    "judge_from_params",
+    "list_judges",
+    "register_judge",
+    "summary_reward",
+]
 
 
 def judge_from_params(rewards: Any) -> MonitoredJudge:
@@ -150,8 +157,11 @@ def judge_from_params(rewards: Any) -> MonitoredJudge:
 
     section = {"rule": rewards.rule, "embedding": rewards.embedding, "llm": rewards.llm_judge}[rewards.judge]
     budget = rewards.judge_failure_budget
-    failures = FailureWindow(budget.window, budget.max_rate, what=f"the {rewards.judge!r} summary judge failed",
-                             key="rewards.judge_failure_budget",
-                             hint="the JUDGE_FAILURE warnings in the log say why (for the llm judge, "
-                                  "check rewards.llm_judge.base_url)")
+    failures = FailureWindow(
+        budget.window,
+        budget.max_rate,
+        what=f"the {rewards.judge!r} summary judge failed",
+        key="rewards.judge_failure_budget",
+        hint=("the JUDGE_FAILURE warnings in the log say why (for the llm judge, check rewards.llm_judge.base_url)"),
+    )
     return MonitoredJudge(get_judge(rewards.judge, **section.model_dump()), failures)
