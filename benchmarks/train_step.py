@@ -5,8 +5,9 @@ the very same rollouts, and the two steps of a pair use the two estimators (the 
 pair to pair). So both estimators update on identical token batches under the same machine load.
 Reported: the median update time (step time minus rollout generation, which is the same code for
 every estimator) of each and their ratio, the median full step time, and the median time of the
-advantage computation itself (segments, estimator, credit diagnostics). The policy is `--model` (default `models/sft` when present, else a fresh
-tiny policy); tasks come from `data/train.jsonl` when present, else the in-repo synthesizer.
+advantage computation itself (segments, estimator, credit diagnostics). The policy is `--model`
+(default `models/sft` when present, else a fresh tiny policy); tasks come from `data/train.jsonl`
+when present, else the in-repo synthesizer.
 
     python benchmarks/train_step.py --steps 12
 """

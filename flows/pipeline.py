@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ParamsError, TrackingError, ServerUnreachable, StageFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # the flow already logged the details; end in one line
+    except Exception as error:  # noqa: BLE001 - the flow already logged the details; end in one line
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
     return 0

@@ -27,6 +27,7 @@ shape and tokenizer. Results: reports/copy_probe/<name>.json (committed) and rep
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -142,10 +143,8 @@ def run(name: str, steps: int, augment: float, induction: int, mix: float, threa
         text = tokenizer.decode(generated[0][len(prompt) :], skip_special_tokens=False)
         calls = []
         for body in tool_blocks(text):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 calls.append(json.loads(body))
-            except json.JSONDecodeError:
-                pass
         gold = [{"name": c["name"], "arguments": c["arguments"]} for c in step]
         n += 1
         exact += int(

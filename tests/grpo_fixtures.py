@@ -89,7 +89,7 @@ def _call_text(calls: list[dict[str, Any]]) -> str:
 
 
 def _wrong(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"name": c["name"], "arguments": {k: "???" for k in c["arguments"]}} for c in calls]
+    return [{"name": c["name"], "arguments": dict.fromkeys(c["arguments"], "???")} for c in calls]
 
 
 class ScriptedTurns:

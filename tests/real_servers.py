@@ -124,10 +124,9 @@ def wait_healthy(
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"{name} exited with {process.returncode}:\n{_tail(log_path)}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(health_url, timeout=2) as response:
-                if response.status == 200:
-                    return
+        with contextlib.suppress(OSError), urllib.request.urlopen(health_url, timeout=2) as response:
+            if response.status == 200:
+                return
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name} not healthy at {health_url} after {timeout_s:.0f} s:\n{_tail(log_path)}")
         time.sleep(0.5)
@@ -137,7 +136,7 @@ def start(
     command: list[str], env: Mapping[str, str], log_path: Path, stack: contextlib.ExitStack, cwd: Path | None = None
 ) -> subprocess.Popen:
     """Start a process in its own process group; the stack stops the whole group on exit."""
-    log = stack.enter_context(open(log_path, "wb"))
+    log = stack.enter_context(open(log_path, "wb"))  # noqa: SIM115 - the stack closes it
     process = subprocess.Popen(
         command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
     )

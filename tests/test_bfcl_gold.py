@@ -40,7 +40,7 @@ ARRAY_STRING_IDS = [
     "simple_java_91",
 ]
 REJECTED_PROMPT_STYLE = {
-    **{i: ARRAY_OF_STRING_QUOTED for i in ARRAY_STRING_IDS},
+    **dict.fromkeys(ARRAY_STRING_IDS, ARRAY_OF_STRING_QUOTED),
     "simple_java_1": HASHMAP_BODY_DROPPED,
     "simple_java_67": HASHMAP_BODY_DROPPED,
     "simple_java_68": HASHMAP_BODY_DROPPED,
@@ -49,7 +49,7 @@ REJECTED_PROMPT_STYLE = {
 }
 # With <tool_call> JSON the map text reaches the HashMap converter intact, so 1/67/68 pass there.
 REJECTED_JSON_STYLE = {
-    **{i: ARRAY_OF_STRING_QUOTED for i in ARRAY_STRING_IDS},
+    **dict.fromkeys(ARRAY_STRING_IDS, ARRAY_OF_STRING_QUOTED),
     "simple_java_36": ARRAYLIST_OF_ANY,
     "simple_java_65": ARRAYLIST_OF_ANY,
     "simple_java_64": BARE_STRING_ANSWER,

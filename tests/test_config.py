@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from slca.config import Params, ParamsError, dump_params, load_params, parse_params
 from tests.conftest import REPO_ROOT
@@ -60,7 +60,7 @@ def test_defaults_round_trip_through_yaml(tmp_path):
 
 def test_params_are_frozen():
     params = Params()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         params.train.max_steps = 3  # type: ignore[misc]
 
 
@@ -106,6 +106,7 @@ def test_cli_exits_2_with_one_line_on_bad_params(tmp_path):
     path.write_text("train:\n  learning_rate: fast\n")
     result = subprocess.run(
         [sys.executable, "-m", "slca.cli", "synthesize", "--params", str(path)],
+        check=False,
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -32,6 +32,7 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
     def pip(*args: str) -> None:  # --no-compile: byte-compiling every module of torch is most of the install time
         done = subprocess.run(
             [python, "-m", "pip", "install", "--quiet", "--no-compile", *args],
+            check=False,
             env=env,
             capture_output=True,
             text=True,
@@ -53,7 +54,7 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
         subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     )
     assert found == {
-        **{name: False for name in PIPELINE_ONLY},
+        **dict.fromkeys(PIPELINE_ONLY, False),
         "torch": True,
         "transformers": True,
         "trl": True,
@@ -70,6 +71,7 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
             "--out",
             str(tmp_path / "run"),
         ],
+        check=False,
         env=env,
         capture_output=True,
         text=True,
@@ -87,9 +89,11 @@ def test_the_core_installs_alone_and_runs_the_trl_example(tmp_path):
         [
             python,
             "-c",
-            "import slca.trl, slca.credit, slca.rewards, slca.simulator, sys; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            f"{PIPELINE_ONLY!r}))",
+            (
+                "import slca.trl, slca.credit, slca.rewards, slca.simulator, sys; "
+                "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                f"{PIPELINE_ONLY!r}))"
+            ),
         ],
         env=env,
         capture_output=True,

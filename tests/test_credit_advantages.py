@@ -271,9 +271,9 @@ def test_gdpo_normalises_abstainers_with_the_callers():
 
 def test_baselines_name_the_missing_reward_input():
     tool, summary = segment_masks(torch.tensor([[1, 0, 1], [1, 0, 1]]))
-    with pytest.raises(ValueError, match="toolpo.*call_accuracy"):
+    with pytest.raises(ValueError, match=r"toolpo.*call_accuracy"):
         compute_advantages("toolpo", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
-    with pytest.raises(ValueError, match="rltr.*rltr_reward"):
+    with pytest.raises(ValueError, match=r"rltr.*rltr_reward"):
         compute_advantages("rltr", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
 
 

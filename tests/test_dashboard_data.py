@@ -159,7 +159,7 @@ def test_missing_sqlite_store_is_one_clear_line(tmp_path, monkeypatch):
     assert data.tracking_uri("") == data.DEFAULT_URI
     assert data.tracking_uri(" sqlite:///x.db ") == "sqlite:///x.db"
     uri = f"sqlite:///{tmp_path / 'absent.db'}"
-    with pytest.raises(data.StoreError, match="no tracking store at .*absent.db: run `make run` first"):
+    with pytest.raises(data.StoreError, match=r"no tracking store at .*absent\.db: run `make run` first"):
         data.list_runs(uri, "train")
     assert not (tmp_path / "absent.db").exists()  # reading never creates a store
 

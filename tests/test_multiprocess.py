@@ -37,6 +37,7 @@ def test_two_processes_run_equal_rounds_and_keep_groups_whole(tmp_path):
             str(SCRIPT),
             str(tmp_path),
         ],
+        check=False,
         capture_output=True,
         text=True,
         timeout=600,

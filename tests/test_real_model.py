@@ -102,7 +102,7 @@ def test_the_base_checkpoint_without_a_template_is_refused(gemma_dir, monkeypatc
         raise AssertionError("the weights were read before the template was refused")
 
     monkeypatch.setattr(policy.AutoModelForCausalLM, "from_pretrained", read_weights)
-    with pytest.raises(ChatFormatError, match="is missing .*policy.chat_template"):
+    with pytest.raises(ChatFormatError, match=r"is missing .*policy\.chat_template"):
         load_policy(gemma_dir, _params(gemma_dir.parent, gemma_dir, chat_template=None))
 
 

@@ -4,6 +4,7 @@ judge prompt against injection from the graded summary; the judge failure budget
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -132,10 +133,8 @@ class ScriptedChat(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up after its timeout
             self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up after its timeout
-            pass
 
     def log_message(self, *args) -> None:
         pass

@@ -71,7 +71,7 @@ def test_a_worker_without_a_workspace_fails_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(orchestration.StageFailed, match="SLCA_WORKSPACE is not set"):
         orchestration.enter_workspace()
     monkeypatch.setenv(orchestration.WORKSPACE_ENV, str(tmp_path))
-    with pytest.raises(orchestration.StageFailed, match="has no dvc.yaml"):
+    with pytest.raises(orchestration.StageFailed, match=r"has no dvc\.yaml"):
         orchestration.enter_workspace()
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
     monkeypatch.chdir(Path(__file__).parent)

@@ -127,5 +127,5 @@ def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path
         assert torch.allclose(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-6)
         assert not torch.allclose(merged(input_ids=ids).logits, fresh, atol=1e-3)  # the adapter is not a no-op
     raw["policy"]["chat_template"] = "qwen2_5"
-    with pytest.raises(ValueError, match="was trained on .* with template 'slca_compact'"):
+    with pytest.raises(ValueError, match=r"was trained on .* with template 'slca_compact'"):
         train_sft(Params.model_validate(raw), tasks)

@@ -243,7 +243,7 @@ def test_track_writes_off_forgets_between_calls():
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_schema_responses_conform_for_every_tool(name):
     world = World(7)
-    calls = {n: a for n, a in example_calls(world)}
+    calls = dict(example_calls(world))
     spec = toolset(TOOLS[name])[name]
     for seed in range(5):
         result = SimulatorSession(None, seed=seed, knobs={}).call({"name": name, "arguments": calls[name]})

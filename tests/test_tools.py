@@ -488,11 +488,11 @@ def test_write_then_read():
 
     flight_args = ex["search_flights"]
     fid = ex["book_flight"]["flight_id"]
-    seats = lambda: next(
-        f["seats_left"]
-        for f in execute(world, "search_flights", flight_args).content["flights"]
-        if f["flight_id"] == fid
-    )
+
+    def seats():
+        flights = execute(world, "search_flights", flight_args).content["flights"]
+        return next(f["seats_left"] for f in flights if f["flight_id"] == fid)
+
     start = seats()
     booking = execute(world, "book_flight", ex["book_flight"]).content
     assert seats() == start - 2

@@ -188,7 +188,7 @@ def test_a_segment_reward_that_is_not_a_reward_function_is_refused_in_one_line()
             summary_reward=0,
             estimator="toolpo",
         )
-    with pytest.raises(ValueError, match="unknown estimator|not a registered|estimator"):
+    with pytest.raises(ValueError, match=r"unknown estimator|not a registered|estimator"):
         SegmentGRPOTrainer(
             model,
             reward_funcs=[example.lending_reward],

@@ -14,6 +14,7 @@ import json
 import sys
 import zlib
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -29,8 +30,8 @@ from slca.train.policy import load_policy, read_tasks  # noqa: E402
 class Checked(SLCAGRPOTrainer):
     """Records generation calls and checks the gathered group layout after each batch."""
 
-    calls: list[int] = []
-    groups_ok: list[bool] = []
+    calls: ClassVar[list[int]] = []
+    groups_ok: ClassVar[list[bool]] = []
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)

@@ -203,8 +203,10 @@ def run_compare(params: Params) -> dict[str, Any]:
         "\n\n".join(
             [
                 "# Estimator comparison",
-                f"Estimators {', '.join(table)} × seeds {seeds}; mean ± std over seeds (n = runs). "
-                "In-domain figures are on the test split with the real executors.",
+                (
+                    f"Estimators {', '.join(table)} × seeds {seeds}; mean ± std over seeds (n = runs). "
+                    "In-domain figures are on the test split with the real executors."
+                ),
                 "## Headline metrics",
                 markdown_table(table, headline or metrics),
                 f"![final metrics]({bars.name})",

@@ -4,8 +4,8 @@
     slca evaluate --estimator sft               # the SFT warm-up itself: reports/eval/sft.json
 
 The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>` (`sft.out_dir` for the
-estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added); the in-domain test split
-runs against the real executors; BFCL and tau2 run the policy through a greedy
+estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added);
+the in-domain test split runs against the real executors; BFCL and tau2 run the policy through a greedy
 `generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically, before
 anything is logged, so a tracking outage loses no evaluation) and in the stage's MLflow run.
 
@@ -75,9 +75,7 @@ def _numeric(metrics: dict[str, Any], prefix: str) -> dict[str, float]:
     flat: dict[str, float] = {}
     for key, value in metrics.items():
         name = f"{prefix}.{key}"
-        if isinstance(value, bool):
-            flat[name] = float(value)
-        elif isinstance(value, (int, float)):
+        if isinstance(value, (int, float)):  # bool included
             flat[name] = float(value)
         elif isinstance(value, dict):
             flat.update(_numeric(value, name))

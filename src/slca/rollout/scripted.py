@@ -229,7 +229,7 @@ CORRUPTIONS: tuple[Corruption, ...] = (
         "missing_argument", "tool", _has_arguments, _on_first_step(lambda e: _with_first_call(e, _drop_argument))
     ),
     Corruption("wrong_value", "tool", _has_arguments, _on_first_step(lambda e: _with_first_call(e, _change_value))),
-    Corruption("extra_call", "tool", _needs_call, _on_first_step(lambda e: _repeat_first_call(e))),
+    Corruption("extra_call", "tool", _needs_call, _on_first_step(_repeat_first_call)),
     Corruption(
         "no_call_when_needed",
         "tool",

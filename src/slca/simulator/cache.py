@@ -3,8 +3,9 @@
 Keys are digests of everything that shapes a response: the endpoint (base URL and served model),
 the prompt version, the tool's full schema, the canonical arguments, the context (known records)
 and the request itself (the exact chat messages, whose few-shot example the simulator's knobs
-shape, and the generation settings). Values are response JSON. A cache hit answers without touching the endpoint, so a re-run
-of training or calibration is free and reproducible; the backend re-checks every hit against the
+shape, and the generation settings). Values are response JSON. A cache hit answers without
+touching the endpoint, so a re-run of training or calibration is free and reproducible; the backend
+re-checks every hit against the
 response schema before serving it.
 """
 

@@ -111,7 +111,7 @@ def calibrate(rows: list[dict], params: Any, *, progress: bool = False) -> dict:
     chosen, grid = search_knobs(search, real_search, specs, base, cal.search_knobs, seed, progress)
     backend = make_backend("schema")
     heldout_metrics = score(heldout, real_heldout, run_items(heldout, backend, chosen, specs, seed=seed), specs)
-    report = {
+    return {
         "knobs": chosen.as_dict(),
         "changed_from_params": knob_diff(chosen, base),
         "searched": {name: list(KNOB_VALUES[name]) for name in cal.search_knobs},
@@ -133,7 +133,6 @@ def calibrate(rows: list[dict], params: Any, *, progress: bool = False) -> dict:
         "seed": seed,
         "world_seed": params.data.world_seed,
     }
-    return report
 
 
 def check_search_knobs(names: list[str]) -> None:

@@ -123,7 +123,7 @@ def wrong_type(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
         "boolean": "yes",
         "array": "several",
         "object": "details",
-    }.get(kind, None)
+    }.get(kind)
     return call
 
 

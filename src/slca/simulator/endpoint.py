@@ -12,6 +12,7 @@ their budget (`FailureBudgetExceeded`, one line).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -118,10 +119,8 @@ class _Cutoff:
 
     def _fire(self, sock: socket.socket) -> None:
         self.fired = True
-        try:
+        with contextlib.suppress(OSError):  # already closed: the request is over
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed: the request is over
-            pass
 
     def cancel(self) -> None:
         if self._timer is not None:

@@ -32,6 +32,6 @@ def load_calibrated_knobs(report_path: Path | str, params: Any = None) -> dict[s
         ) from None
     chosen = report.get("knobs", {}) if isinstance(report, dict) else {}
     if not isinstance(chosen, dict):
-        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")  # noqa: TRY004
+        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")
     known = {name: value for name, value in chosen.items() if name in base}
     return Knobs.from_mapping({**base, **known}).as_dict()

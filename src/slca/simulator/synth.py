@@ -242,8 +242,8 @@ def _number(schema: dict, rng: random.Random, name: str) -> float:
 
 
 def _bounds(schema: dict, default_low: float, default_span: float) -> tuple[float, float]:
-    low = schema.get("minimum", schema.get("exclusiveMinimum", None))
-    high = schema.get("maximum", schema.get("exclusiveMaximum", None))
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum", schema.get("exclusiveMaximum"))
     if "exclusiveMinimum" in schema and "minimum" not in schema:
         low = low + (1 if primary_type(schema) == "integer" else 0.01)
     if "exclusiveMaximum" in schema and "maximum" not in schema:

@@ -175,7 +175,7 @@ class World:
     # ---- builders ----
     @staticmethod
     def _people(rng: random.Random, n: int) -> list[str]:
-        combos = [f"{f} {l}" for f in E.FIRST_NAMES for l in E.LAST_NAMES]
+        combos = [f"{first} {last}" for first in E.FIRST_NAMES for last in E.LAST_NAMES]
         return rng.sample(combos, n)
 
     def _build_bank(self, rng: random.Random, names: list[str]) -> None:

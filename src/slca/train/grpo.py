@@ -2,9 +2,9 @@
 
 Everything but the advantages is TRL's: generation (plain `generate`, vLLM colocate or server),
 the clipped surrogate and its loss variants, the KL term to the reference, accelerate/DeepSpeed,
-checkpoints and resume. Rollouts are multi-turn against the tool simulator
-(the rollout engine `slca.rollout` driven by `slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response tokens come back as
-`env_mask`, which TRL applies as its `tool_mask`, so they never reach the loss.
+checkpoints and resume. Rollouts are multi-turn against the tool simulator (the rollout engine
+`slca.rollout` driven by `slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response
+tokens come back as `env_mask`, which TRL applies as its `tool_mask`, so they never reach the loss.
 
 The advantages are `SegmentGRPOTrainer`'s (the class any TRL user can drop in): after TRL has
 generated and scored a batch, its 1-D trajectory advantages are replaced with

@@ -73,7 +73,7 @@ class CurvePoints(TrainerCallback):
         params: Params,
         seen_values: frozenset[str] | None = None,
     ) -> None:
-        self.steps, self.val, self.params = sorted(set(int(s) for s in steps)), list(val), params
+        self.steps, self.val, self.params = sorted({int(s) for s in steps}), list(val), params
         self.seen_values = seen_values
         self.points: list[dict[str, Any]] = []
         self.eval_seconds = 0.0
@@ -192,7 +192,9 @@ def cell(values: Mapping[str, Any], metric: str) -> str:
 PROMPT_TITLES = {
     "qwen2_5": "Tools as JSON schemas (the Qwen2.5 template)",
     "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)",
-    "SmolLM2-135M-Instruct.Q4_1: slca_compact": "SmolLM2-135M-Instruct (pretrained, LoRA r 16, compact tools with the call tags as text)",
+    "SmolLM2-135M-Instruct.Q4_1: slca_compact": (
+        "SmolLM2-135M-Instruct (pretrained, LoRA r 16, compact tools with the call tags as text)"
+    ),
 }
 
 
@@ -241,13 +243,15 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
     lines = [
         "# SFT sweep",
         "",
-        f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
-        f"{n_val} validation tasks with the real executors. *values seen* / *values held-out*: the share "
-        f"of gold argument values a call of the same tool wrote, for values that occur as an argument in "
-        f"the configuration's train split and for values that do not (rows from before this split show "
-        f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
-        f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
-        f"Regenerate with `{command}`.",
+        (
+            f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
+            f"{n_val} validation tasks with the real executors. *values seen* / *values held-out*: the share "
+            f"of gold argument values a call of the same tool wrote, for values that occur as an argument in "
+            f"the configuration's train split and for values that do not (rows from before this split show "
+            f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
+            f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
+            f"Regenerate with `{command}`."
+        ),
         "",
     ]
     for prompts in dict.fromkeys(prompts_of(r) for r in results):
@@ -267,9 +271,11 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
         lines += [
             f"## Along one run: {r['name']}",
             "",
-            "The live policy evaluated on the same validation tasks at these steps of the one run (the "
-            "cosine schedule has not annealed at an intermediate point, so it understates a run of that "
-            "length); SFT minutes exclude the evaluations.",
+            (
+                "The live policy evaluated on the same validation tasks at these steps of the one run (the "
+                "cosine schedule has not annealed at an intermediate point, so it understates a run of that "
+                "length); SFT minutes exclude the evaluations."
+            ),
             "",
             "| step | SFT min | " + " | ".join(LABELS[m] for m in METRICS) + " |",
             "|" + "---|" * (2 + len(METRICS)),

@@ -231,10 +231,19 @@ BUY = ChainRecipe(
     asks=(
         "Order {qty} of the cheapest in-stock {q} for {email}, standard shipping to {street}, {city} {zip}.",
         "Find the cheapest {q} that's in stock and buy {qty} for {email}; ship standard to {street}, {city}, {zip}.",
-        "I want {qty} of your least expensive {q} (in stock). Account {email}, deliver to {street}, {city} {zip}, standard.",
-        "Please search for {q}, pick the cheapest available one and order {qty} to {street}, {city} {zip} for {email} with standard delivery.",
+        (
+            "I want {qty} of your least expensive {q} (in stock). "
+            "Account {email}, deliver to {street}, {city} {zip}, standard."
+        ),
+        (
+            "Please search for {q}, pick the cheapest available one and order {qty} to {street}, {city} {zip} "
+            "for {email} with standard delivery."
+        ),
         "Buy {qty} cheapest in-stock {q} on {email}'s account, standard shipping, address {street}, {city}, {zip}.",
-        "Can you get me {qty} of the lowest-priced {q} you have in stock? {email}; ship standard to {street}, {city} {zip}.",
+        (
+            "Can you get me {qty} of the lowest-priced {q} you have in stock? "
+            "{email}; ship standard to {street}, {city} {zip}."
+        ),
     ),
     answers=(
         "Order {order} is placed: {qty} × {item}, total ${total}.",

@@ -89,7 +89,7 @@ def parse_python_calls(text: str) -> list[dict[str, Any]]:
     calls = []
     for element in tree.body.elts:  # AttributeError (no elts) means "not a call list"
         if not isinstance(element, ast.Call):
-            raise ValueError(f"not a function call: {ast.unparse(element)}")  # noqa: TRY004 - a decode failure
+            raise ValueError(f"not a function call: {ast.unparse(element)}")
         calls.append(python_call_to_dict(element, budget))
     return calls
 

