@@ -218,7 +218,8 @@ class SegmentGRPOTrainer(GRPOTrainer):
             last_run_has_tool_call=rows["tail"],
             truncated_tool_call_as_tool=self.truncated_tool_call_as_tool,
         )
-        generations = self.num_generations if self.model.training else self.num_generations_eval
+        generations = self.num_generations if self._training() else self.num_generations_eval
+        assert generations is not None  # TRL falls back to num_generations
         group_ids = torch.arange(response_mask.size(0), device=device) // generations
         kwargs = {
             "scale_std": self.scale_std,
@@ -257,7 +258,7 @@ class SegmentGRPOTrainer(GRPOTrainer):
             "extra": rows["extra"],
         }
         self._after_credit(output, rows)
-        if self.sample_sink is not None and self.model.training and self._is_sample_step():
+        if self.sample_sink is not None and self._training() and self._is_sample_step():
             self.sample_sink(self.state.global_step, self._sample(output))
         start = self.accelerator.process_index * local_mask.size(0)
         return advantages[start : start + local_mask.size(0), : local_mask.size(1)]
@@ -266,6 +267,11 @@ class SegmentGRPOTrainer(GRPOTrainer):
         """Hook after each batch's advantages (`self.last_credit` is set): extra logging in subclasses."""
 
     # ---- logging ------------------------------------------------------------------------------------
+
+    def _training(self) -> bool:
+        """Whether the model is in training mode (TRL types `self.model` as optional; it is set here)."""
+        assert self.model is not None
+        return self.model.training
 
     def _is_sample_step(self) -> bool:
         return self.accelerator.is_main_process and self.state.global_step % self.sample_every == 0
@@ -280,7 +286,7 @@ class SegmentGRPOTrainer(GRPOTrainer):
         group_ids: torch.Tensor,
         penalty: torch.Tensor,
     ) -> None:
-        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics = self._metrics["train" if self._training() else "eval"]
         diagnostics = credit_diagnostics(
             advantages,
             grpo,
@@ -312,7 +318,8 @@ class SegmentGRPOTrainer(GRPOTrainer):
 
     def _sample(self, output: dict[str, Any]) -> dict[str, Any]:
         """Compact JSON of a few local rollouts: tokens, masks, advantages (active and GRPO)."""
-        credit, tokenizer = self.last_credit, getattr(self.processing_class, "tokenizer", self.processing_class)
+        credit = self.last_credit
+        tokenizer: Any = getattr(self.processing_class, "tokenizer", self.processing_class)  # a processor wraps one
         local_rows = output["completion_ids"].size(0)
         start = self.accelerator.process_index * local_rows
         rollouts = []

@@ -68,6 +68,7 @@ class GrowingLayer(DynamicLayer):
             shape = (*key_states.shape[:-2], capacity, key_states.shape[-1])
             k, v = key_states.new_empty(shape), value_states.new_empty(shape)
             if used:
+                assert self.keys is not None and self.values is not None  # the layer holds `used` tokens
                 k[..., :used, :], v[..., :used, :] = self.keys, self.values
             self._k, self._v = k, v
         self._k[..., used:need, :] = key_states
@@ -77,6 +78,7 @@ class GrowingLayer(DynamicLayer):
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.get_seq_length() > 0:
+            assert self._k is not None and self._v is not None and self.keys is not None  # set by update()
             self._k, self._v = self._k[indices], self._v[indices]
             used = self.keys.shape[-2]
             self.keys, self.values = self._k[..., :used, :], self._v[..., :used, :]
@@ -204,7 +206,7 @@ class CachedTurnGenerator:
         self.tokenizer = tokenizer
         self.temperature, self.seed, self.top_k, self.top_p = temperature, seed, top_k or 0, top_p
         self.weights = GenerationCopy(model, dtype, follow=follow)
-        self.model = self.weights.model
+        self.model: Any = self.weights.model  # None until refresh() builds the copy (round 0)
         self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
         self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_token_ids)

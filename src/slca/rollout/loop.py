@@ -185,7 +185,7 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) 
     of turn, which need not be the tokenizer's end token (Gemma's `<end_of_turn>` vs `<eos>`).
     """
     end_of_turn = chat_format(tokenizer).end_of_turn_id
-    dummy = [
+    dummy: list[dict[str, Any]] = [
         {"role": "user", "content": "dummy"},
         {
             "role": "assistant",

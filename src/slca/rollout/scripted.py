@@ -66,7 +66,8 @@ class ScriptedTurnGenerator:
 
 def _recorded_sources(task: Mapping[str, Any], before_step: int) -> list[tuple[int, tuple, Any]]:
     """(flat call index, path, value) of every leaf of the recorded responses before a step."""
-    out, flat = [], 0
+    out: list[tuple[int, tuple, Any]] = []
+    flat = 0
     for step_responses in (task.get("gold_responses") or [])[:before_step]:
         for response in step_responses:
             out.extend((flat, path, value) for path, value in leaves(response))
