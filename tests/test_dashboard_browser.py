@@ -2,7 +2,8 @@
 against an MLflow store filled by a real tiny training run (slca and grpo, scripted turns), and
 headless Chromium (Debian's `chromium` + `chromium-driver`, installed by `make test`) opens the
 credit page, picks a prompt group, toggles GRPO, checks the token spans and the sign-flip count,
-and saves the screenshots the README shows (docs/, or `SLCA_SCREENSHOT_DIR`). An empty store must
+and saves the screenshots the docs show (to a temporary folder, so a test run leaves the checkout
+unchanged; `SLCA_SCREENSHOT_DIR=docs` refreshes docs/credit_explorer*.png). An empty store must
 show a message, not a traceback. Without Chromium the test fails; `SLCA_SKIP_BROWSER_TESTS=1` opts out.
 """
 
@@ -24,7 +25,7 @@ from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_ta
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 OPT_OUT = "SLCA_SKIP_BROWSER_TESTS"
-SHOTS = Path(os.environ.get("SLCA_SCREENSHOT_DIR") or REPO / "docs")
+SHOTS = Path(os.environ["SLCA_SCREENSHOT_DIR"]) if os.environ.get("SLCA_SCREENSHOT_DIR") else None  # else tmp
 START_TIMEOUT_S, WAIT_S = 120, 60
 WINDOW = (1500, 2100)
 
@@ -189,7 +190,7 @@ def settle(driver) -> None:
     assert not errors, errors
 
 
-def screenshot(driver, name: str, folder: Path = SHOTS) -> Path:
+def screenshot(driver, name: str, folder: Path) -> Path:
     """The window as PNG, written to a temporary name then renamed."""
     folder.mkdir(parents=True, exist_ok=True)
     driver.execute_script("document.activeElement && document.activeElement.blur()")  # no caret in the picture
@@ -244,7 +245,7 @@ def test_credit_explorer_in_chromium(dashboards, browser, tmp_path):
     assert learned and all("background" in t.get_attribute("style") for t in learned[:40])  # coloured by A
     assert all(not t.get_attribute("style") for t in css(driver, ".slca-env")[:40])  # masked: grey, no A
     assert "R_tool" in rows[0].text and "R_sum" in rows[0].text and "fmt" in rows[0].text
-    screenshot(driver, "credit_explorer.png")
+    screenshot(driver, "credit_explorer.png", SHOTS or tmp_path)
 
     # toggle GRPO: the same tokens, GRPO's colours, the same flips counted
     next(e for e in css(driver, ".st-key-credit_view [data-testid='stRadioOption']") if e.text == "GRPO").click()
@@ -258,7 +259,7 @@ def test_credit_explorer_in_chromium(dashboards, browser, tmp_path):
     assert len(grpo_tokens) == len(estimator_tokens)
     assert flip_count(driver) == (int(tool_flips), int(summary_flips))
     assert len(css(driver, ".slca-tokens[data-view='grpo'] .slca-flip")) == int(tool_flips) + int(summary_flips)
-    screenshot(driver, "credit_explorer_grpo.png")
+    screenshot(driver, "credit_explorer_grpo.png", SHOTS or tmp_path)
 
     # the run comparison overlays slca-s0 and grpo-s0
     next(t for t in css(driver, '[data-testid="stTab"]') if t.text == "Run comparison").click()
