@@ -64,7 +64,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when the tests wrote into the checkout (outputs belong in tmp_path)."""
+    """Fail the run when the checkout changed while the tests ran (outputs belong in tmp_path; an edit
+    made by hand during the run counts too)."""
     before = session.stash.get(_TREE_AT_START, None)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if before is None:
@@ -76,6 +77,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if changes:
         message = "the test run changed the git checkout (git status --porcelain):\n  " + "\n  ".join(changes)
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(message, red=True, bold=True)
         else:
             print(message)
