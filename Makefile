@@ -11,11 +11,12 @@ export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
-.PHONY: install browser run test bench dashboard experiment experiment-ablations clean help
+.PHONY: install browser lint run test bench dashboard experiment experiment-ablations clean help
 
 help:
 	@echo "make run    install, then reproduce the whole pipeline (Prefect flow over dvc repro)"
-	@echo "make test   install, then run the test suite"
+	@echo "make lint   install, then ruff check, ruff format --check and mypy over the library core"
+	@echo "make test   install, lint, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 	@echo "make experiment  the headline experiment's main group (5 estimators x 3 seeds) -> reports/experiment.md"
 	@echo "make experiment-ablations  its judge-noise and abstain-baseline groups (run after the main group)"
@@ -39,8 +40,16 @@ install: $(STAMP)
 run: install
 	$(PY) flows/pipeline.py
 
+# The lint gate: ruff's rules and formatting over every Python folder, mypy over the library core (the
+# rule set and the checked packages are in pyproject.toml; .pre-commit-config.yaml runs the same).
+LINT_PATHS := src tests flows dashboards scripts benchmarks examples
+lint: install
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+
 # One torch thread: the tiny test models gain nothing from more, and 2 shared cores thrash.
-test: install browser
+test: install browser lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 # Headless Chromium for the dashboard's browser test (tests/test_dashboard_browser.py): Debian's packages.

@@ -68,7 +68,9 @@ def time_adversarial() -> tuple[float, float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--style", choices=("prompt", "json"), default="prompt", help="output style to render and decode")
+    parser.add_argument(
+        "--style", choices=("prompt", "json"), default="prompt", help="output style to render and decode"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed repeats; the best is reported")
     args = parser.parse_args()
 
@@ -88,8 +90,10 @@ def main() -> None:
     total = sum(len(rows) for rows in results.values())
     print(f"scored {total} outputs in {min(timings):.3f} s (best of {args.repeat}; target < 2 s)")
     adversarial_s, worst_s, worst = time_adversarial()
-    print(f"adversarial corpus: {len(ADVERSARIAL)} outputs in {adversarial_s:.3f} s (target < 2 s); "
-          f"worst {worst_s:.3f} s, {worst}")
+    print(
+        f"adversarial corpus: {len(ADVERSARIAL)} outputs in {adversarial_s:.3f} s (target < 2 s); "
+        f"worst {worst_s:.3f} s, {worst}"
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,20 @@ os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TARGET_S = 2.0
-METRICS = ("reward", "reward_std", "rewards/r_tool/mean", "rewards/r_sum/mean", "rewards/success", "loss", "kl",
-           "credit/misattribution_rate", "credit/contamination", "credit/adv_tool_mean", "credit/adv_summary_mean",
-           *(f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")))
+METRICS = (
+    "reward",
+    "reward_std",
+    "rewards/r_tool/mean",
+    "rewards/r_sum/mean",
+    "rewards/success",
+    "loss",
+    "kl",
+    "credit/misattribution_rate",
+    "credit/contamination",
+    "credit/adv_tool_mean",
+    "credit/adv_summary_mean",
+    *(f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")),
+)
 
 
 def synthetic_rollout(rng: random.Random, group: int, index: int, tokens: int) -> dict:
@@ -44,14 +55,23 @@ def synthetic_rollout(rng: random.Random, group: int, index: int, tokens: int) -
     r_tool, r_sum = rng.random(), rng.random()
     advantage = {"tool": rng.uniform(-1.5, 1.5), "summary": rng.uniform(-1.5, 1.5), "env": 0.0}
     grpo = rng.uniform(-1.5, 1.5)
-    return {"prompt_id": f"train-{group:05d}", "kind": ("single", "parallel")[group % 2], "domain": "synthetic",
-            "group": group, "sample_idx": index, "tokens": [f"t{i % 97} " for i in range(tokens)],
-            "response_mask": [int(k != "env") for k in kinds], "tool_mask": [int(k == "tool") for k in kinds],
-            "summary_mask": [int(k == "summary") for k in kinds],
-            "advantages": [round(advantage[k], 4) for k in kinds],
-            "advantages_grpo": [round(grpo if k != "env" else 0.0, 4) for k in kinds],
-            "r_tool": round(r_tool, 4), "r_sum": round(r_sum, 4), "penalty": 0.0,
-            **{c: round(rng.random(), 4) for c in ("fmt", "name", "key", "value", "parallel")}}
+    return {
+        "prompt_id": f"train-{group:05d}",
+        "kind": ("single", "parallel")[group % 2],
+        "domain": "synthetic",
+        "group": group,
+        "sample_idx": index,
+        "tokens": [f"t{i % 97} " for i in range(tokens)],
+        "response_mask": [int(k != "env") for k in kinds],
+        "tool_mask": [int(k == "tool") for k in kinds],
+        "summary_mask": [int(k == "summary") for k in kinds],
+        "advantages": [round(advantage[k], 4) for k in kinds],
+        "advantages_grpo": [round(grpo if k != "env" else 0.0, 4) for k in kinds],
+        "r_tool": round(r_tool, 4),
+        "r_sum": round(r_sum, 4),
+        "penalty": 0.0,
+        **{c: round(rng.random(), 4) for c in ("fmt", "name", "key", "value", "parallel")},
+    }
 
 
 def build_store(root: Path, steps: int, rollouts: int, tokens: int) -> str:
@@ -64,18 +84,24 @@ def build_store(root: Path, steps: int, rollouts: int, tokens: int) -> str:
     experiment = client.create_experiment("slca", artifact_location=(root / "artifacts").as_uri())
     rng = random.Random(0)
     for estimator in ("grpo", "slca"):
-        run_id = client.create_run(experiment, run_name=f"train-{estimator}-s0", tags={
-            "slca.stage": "train", "slca.estimator": estimator, "slca.seed": "0"}).info.run_id
+        run_id = client.create_run(
+            experiment,
+            run_name=f"train-{estimator}-s0",
+            tags={"slca.stage": "train", "slca.estimator": estimator, "slca.seed": "0"},
+        ).info.run_id
         client.log_param(run_id, "train.num_generations", 4)
         now = int(time.time() * 1000)
         points = [Metric(key, rng.random(), now, step) for step in range(1, steps + 1) for key in METRICS]
         for start in range(0, len(points), 1000):  # the store's batch limit
-            client.log_batch(run_id, metrics=points[start:start + 1000])
+            client.log_batch(run_id, metrics=points[start : start + 1000])
         samples = root / f"samples-{estimator}"
         samples.mkdir()
         for step in range(1, steps + 1):
-            payload = {"step": step, "estimator": estimator,
-                       "rollouts": [synthetic_rollout(rng, i // 4, i, tokens) for i in range(rollouts)]}
+            payload = {
+                "step": step,
+                "estimator": estimator,
+                "rollouts": [synthetic_rollout(rng, i // 4, i, tokens) for i in range(rollouts)],
+            }
             (samples / f"step_{step:06d}.json").write_text(json.dumps(payload, separators=(",", ":")))
         client.log_artifacts(run_id, str(samples), artifact_path="samples")
         client.set_terminated(run_id)
@@ -120,24 +146,47 @@ def browser_paints(uri: str, folder: Path, visits: int) -> list[float]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "slca.cli", "dashboard", "--tracking-uri", uri, "--project-dir",
-                               str(folder), "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slca.cli",
+            "dashboard",
+            "--tracking-uri",
+            uri,
+            "--project-dir",
+            str(folder),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1500,2000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1500,2000",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     try:
+
         def painted(browser: object) -> bool:
-            return bool(browser.find_elements(By.CSS_SELECTOR, ".slca-tokens .slca-tok")) and not \
-                browser.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+            return bool(browser.find_elements(By.CSS_SELECTOR, ".slca-tokens .slca-tok")) and not browser.find_elements(
+                By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'
+            )
 
         times = []
         for visit in range(visits + 1):
             if visit == 0:  # the server is still starting: retry until it answers
                 WebDriverWait(driver, 120, ignored_exceptions=(Exception,)).until(
-                    lambda d: d.get(f"http://127.0.0.1:{port}") or True)
+                    lambda d: d.get(f"http://127.0.0.1:{port}") or True
+                )
             started = time.perf_counter()
             if visit:
                 driver.get(f"http://127.0.0.1:{port}")
@@ -162,24 +211,30 @@ def main() -> None:
         root = Path(folder)
         started = time.perf_counter()
         uri = build_store(root, args.steps, args.rollouts, args.tokens)
-        print(f"store: 2 runs × {args.steps} steps, {args.rollouts} rollouts × {args.tokens} tokens per sample "
-              f"(built in {time.perf_counter() - started:.1f} s)")
+        print(
+            f"store: 2 runs × {args.steps} steps, {args.rollouts} rollouts × {args.tokens} tokens per sample "
+            f"(built in {time.perf_counter() - started:.1f} s)"
+        )
         os.environ["MLFLOW_TRACKING_URI"] = uri
         os.environ["SLCA_PROJECT_DIR"] = str(root)
         registry = component_registry()
         cold = first_paint(args.steps, registry)
         warm = [first_paint(args.steps, registry) for _ in range(args.repeats)]
         print(f"credit page first paint, cold store: {cold:.2f} s")
-        print(f"credit page first paint, warm store: median {statistics.median(warm):.2f} s, "
-              f"worst {max(warm):.2f} s over {args.repeats} visitors (target < {TARGET_S:.0f} s)")
+        print(
+            f"credit page first paint, warm store: median {statistics.median(warm):.2f} s, "
+            f"worst {max(warm):.2f} s over {args.repeats} visitors (target < {TARGET_S:.0f} s)"
+        )
         if max(warm) >= TARGET_S:
             raise SystemExit(f"first paint {max(warm):.2f} s is over the {TARGET_S:.0f} s target")
         if not args.no_browser and all(os.access(path, os.X_OK) for path in (CHROMIUM, CHROMEDRIVER)):
             loads = browser_paints(uri, root, args.repeats)
             # the browser adds Streamlit's own page boot; on shared cores it swings with the load
-            print(f"credit page first paint in headless Chromium, warm server: median {statistics.median(loads):.2f} s, "
-                  f"worst {max(loads):.2f} s over {args.repeats} page loads (load average {os.getloadavg()[0]:.1f} "
-                  f"on {os.cpu_count()} cores)")
+            print(
+                f"credit page first paint in headless Chromium, warm server: median {statistics.median(loads):.2f} s, "
+                f"worst {max(loads):.2f} s over {args.repeats} page loads (load average {os.getloadavg()[0]:.1f} "
+                f"on {os.cpu_count()} cores)"
+            )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,10 @@ def main() -> int:
     from slca.train.policy import load_policy, read_tasks
 
     torch.set_num_threads(2)
-    base = apply_overrides(load_params(args.params), {"policy.model_path": str(args.model),
-                                                       "policy.chat_template": "slca_compact",
-                                                       "eval.n_test": args.tasks})
+    base = apply_overrides(
+        load_params(args.params),
+        {"policy.model_path": str(args.model), "policy.chat_template": "slca_compact", "eval.n_test": args.tasks},
+    )
     data = Path(base.data.out_dir)
     tasks = read_tasks(data / "test.jsonl")[: args.tasks]
     seen = train_values(read_tasks(data / "train.jsonl"))
@@ -56,17 +57,23 @@ def main() -> int:
         began = time.perf_counter()
         result = evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
         seconds = time.perf_counter() - began
-        runs[dtype] = {"tasks_per_minute": round(60 * len(tasks) / seconds, 2),
-                       **{key: round(result["metrics"].get(key, 0.0), 4) for key in METRICS},
-                       "rows": result["episodes"]}
+        runs[dtype] = {
+            "tasks_per_minute": round(60 * len(tasks) / seconds, 2),
+            **{key: round(result["metrics"].get(key, 0.0), 4) for key in METRICS},
+            "rows": result["episodes"],
+        }
     fp32, bf16 = runs["float32"], runs["bfloat16"]
     same = sum(a == b for a, b in zip(fp32.pop("rows"), bf16.pop("rows"), strict=True))
     success = fp32["success"]
-    out = {"tasks": len(tasks), "float32": fp32, "bfloat16": bf16,
-           "speed_ratio_bf16_over_fp32": round(bf16["tasks_per_minute"] / fp32["tasks_per_minute"], 2),
-           "difference_bf16_minus_fp32": {key: round(bf16[key] - fp32[key], 4) for key in METRICS},
-           "fp32_success_standard_error": round(math.sqrt(success * (1 - success) / len(tasks)), 4),
-           "tasks_with_identical_metrics": same}
+    out = {
+        "tasks": len(tasks),
+        "float32": fp32,
+        "bfloat16": bf16,
+        "speed_ratio_bf16_over_fp32": round(bf16["tasks_per_minute"] / fp32["tasks_per_minute"], 2),
+        "difference_bf16_minus_fp32": {key: round(bf16[key] - fp32[key], 4) for key in METRICS},
+        "fp32_success_standard_error": round(math.sqrt(success * (1 - success) / len(tasks)), 4),
+        "tasks_with_identical_metrics": same,
+    }
     print(json.dumps(out, indent=2))
     return 0
 

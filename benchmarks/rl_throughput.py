@@ -83,11 +83,17 @@ def measure(params: Params, tasks: list[dict], sft_steps: int, rl_steps: int) ->
     with tempfile.TemporaryDirectory(prefix="slca-rl-bench-") as tmp:
         save_atomically(model, tokenizer, Path(tmp) / "sft", sft)  # the train stage starts from a saved policy
         model, tokenizer = load_policy(Path(tmp) / "sft", params)
-        config = grpo_config(params, "slca", params.project.seed, str(Path(tmp) / "out"), max_steps=rl_steps,
-                             save=False)
-        trainer = SLCAGRPOTrainer(model, params=params, estimator="slca", args=config,
-                                  train_dataset=task_dataset(calling[: rl_steps * params.train.prompts_per_step * 4]),
-                                  processing_class=tokenizer)
+        config = grpo_config(
+            params, "slca", params.project.seed, str(Path(tmp) / "out"), max_steps=rl_steps, save=False
+        )
+        trainer = SLCAGRPOTrainer(
+            model,
+            params=params,
+            estimator="slca",
+            args=config,
+            train_dataset=task_dataset(calling[: rl_steps * params.train.prompts_per_step * 4]),
+            processing_class=tokenizer,
+        )
         clock = StepClock()
         trainer.add_callback(clock)
         trainer.remove_callback(ProgressCallback)
@@ -97,13 +103,15 @@ def measure(params: Params, tasks: list[dict], sft_steps: int, rl_steps: int) ->
     rollouts = params.train.prompts_per_step * params.train.num_generations
     step_s = statistics.median(clock.seconds[1:] or clock.seconds)
     out = {
-        "template": params.policy.chat_template or "slca_compact", "beta": params.train.beta,
+        "template": params.policy.chat_template or "slca_compact",
+        "beta": params.train.beta,
         "reference_model": trainer.ref_model is not None,
         "sft_assistant_tokens_per_s": sft["sft_assistant_tokens_per_s"],
         "sft_tokens_per_example": round(sft.get("sft_tokens_per_example", 0.0), 1),
         "sft_assistant_tokens_per_example": sft["sft_assistant_tokens_per_example"],
         "policy_parameters": sft["policy_parameters"],
-        "rl_median_step_s": round(step_s, 3), "rollouts_per_step": rollouts,
+        "rl_median_step_s": round(step_s, 3),
+        "rollouts_per_step": rollouts,
         "rl_rollouts_per_minute": round(60 * rollouts / step_s, 1),
         "generated_tokens_per_rollout": round(statistics.mean(r.get("completions/mean_length", 0.0) for r in logs), 1),
         "mean_loss": round(statistics.mean(abs(r["loss"]) for r in logs), 5),
@@ -129,17 +137,28 @@ def main() -> int:
     tasks = tasks_for(base)
     before = measure(apply_overrides(base, BEFORE), tasks, args.sft_steps, args.rl_steps)
     default = measure(base, tasks, args.sft_steps, args.rl_steps)
-    ratios = {"rl_rollouts_per_minute": round(default["rl_rollouts_per_minute"] / before["rl_rollouts_per_minute"], 3),
-              "sft_assistant_tokens_per_s": round(default["sft_assistant_tokens_per_s"]
-                                                  / before["sft_assistant_tokens_per_s"], 3)}
-    print(json.dumps({"threads": args.threads, "before": before, "default": default,
-                      "ratio_default_over_before": ratios}, indent=2))
-    print(f"RL rollouts/min: before {before['rl_rollouts_per_minute']:.1f} "
-          f"({before['generated_tokens_per_rollout']:.0f} generated tokens a rollout), default "
-          f"{default['rl_rollouts_per_minute']:.1f} ({default['generated_tokens_per_rollout']:.0f}); "
-          f"ratio {ratios['rl_rollouts_per_minute']:.2f}")
-    print(f"SFT assistant tokens/s: before {before['sft_assistant_tokens_per_s']:.0f}, default "
-          f"{default['sft_assistant_tokens_per_s']:.0f}; ratio {ratios['sft_assistant_tokens_per_s']:.2f}")
+    ratios = {
+        "rl_rollouts_per_minute": round(default["rl_rollouts_per_minute"] / before["rl_rollouts_per_minute"], 3),
+        "sft_assistant_tokens_per_s": round(
+            default["sft_assistant_tokens_per_s"] / before["sft_assistant_tokens_per_s"], 3
+        ),
+    }
+    print(
+        json.dumps(
+            {"threads": args.threads, "before": before, "default": default, "ratio_default_over_before": ratios},
+            indent=2,
+        )
+    )
+    print(
+        f"RL rollouts/min: before {before['rl_rollouts_per_minute']:.1f} "
+        f"({before['generated_tokens_per_rollout']:.0f} generated tokens a rollout), default "
+        f"{default['rl_rollouts_per_minute']:.1f} ({default['generated_tokens_per_rollout']:.0f}); "
+        f"ratio {ratios['rl_rollouts_per_minute']:.2f}"
+    )
+    print(
+        f"SFT assistant tokens/s: before {before['sft_assistant_tokens_per_s']:.0f}, default "
+        f"{default['sft_assistant_tokens_per_s']:.0f}; ratio {ratios['sft_assistant_tokens_per_s']:.2f}"
+    )
     return 0
 
 

@@ -46,9 +46,18 @@ def measure(params: Params, tasks: list[dict], steps: int, examples: int) -> dic
 
     params = apply_overrides(params, {"sft.max_steps": steps, "sft.n_examples": examples})
     _, _, metrics = train_sft(params, tasks)
-    return {key: metrics[key] for key in ("sft_assistant_tokens_per_s", "sft_train_seconds", "sft_examples",
-                                          "sft_dropped_too_long", "sft_assistant_tokens_per_example",
-                                          "policy_parameters", "vocab_size")}
+    return {
+        key: metrics[key]
+        for key in (
+            "sft_assistant_tokens_per_s",
+            "sft_train_seconds",
+            "sft_examples",
+            "sft_dropped_too_long",
+            "sft_assistant_tokens_per_example",
+            "policy_parameters",
+            "vocab_size",
+        )
+    }
 
 
 def main() -> int:
@@ -62,12 +71,15 @@ def main() -> int:
     today = measure(apply_overrides(base, TODAY), tasks, args.steps, args.examples)
     default = measure(base, tasks, args.steps, args.examples)
     ratio = default["sft_assistant_tokens_per_s"] / today["sft_assistant_tokens_per_s"]
-    print(json.dumps({"pre_sweep": today, "default": default, "ratio_default_over_pre_sweep": round(ratio, 3)},
-                     indent=2))
-    print(f"assistant tokens/s: pre-sweep {today['sft_assistant_tokens_per_s']:.0f} "
-          f"({today['sft_dropped_too_long']} of {args.examples} examples dropped), "
-          f"default {default['sft_assistant_tokens_per_s']:.0f} ({default['sft_dropped_too_long']} dropped); "
-          f"ratio {ratio:.2f}")
+    print(
+        json.dumps({"pre_sweep": today, "default": default, "ratio_default_over_pre_sweep": round(ratio, 3)}, indent=2)
+    )
+    print(
+        f"assistant tokens/s: pre-sweep {today['sft_assistant_tokens_per_s']:.0f} "
+        f"({today['sft_dropped_too_long']} of {args.examples} examples dropped), "
+        f"default {default['sft_assistant_tokens_per_s']:.0f} ({default['sft_dropped_too_long']} dropped); "
+        f"ratio {ratio:.2f}"
+    )
     return 0
 
 

@@ -48,8 +48,13 @@ def timed(backend: object, texts: list[str], n_calls: int, world: World | None =
         done += len(texts)
         episode += 1
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    return {"calls": float(done), "us_per_call_cpu": cpu / done * 1e6, "us_per_call_wall": wall / done * 1e6,
-            "calls_per_s_cpu": done / cpu, "calls_per_s_wall": done / wall}
+    return {
+        "calls": float(done),
+        "us_per_call_cpu": cpu / done * 1e6,
+        "us_per_call_wall": wall / done * 1e6,
+        "calls_per_s_cpu": done / cpu,
+        "calls_per_s_wall": done / wall,
+    }
 
 
 def stub_model(counter: list[int]):
@@ -88,10 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     schema_us = results["schema"]["us_per_call_cpu"]
     print(f"{'backend':<12}{'calls/s (1 core)':>18}{'calls/s (wall)':>16}{'us/call (cpu)':>15}")
     for name, row in results.items():
-        print(f"{name:<12}{row['calls_per_s_cpu']:>18,.0f}{row['calls_per_s_wall']:>16,.0f}{row['us_per_call_cpu']:>15.1f}")
+        print(
+            f"{name:<12}{row['calls_per_s_cpu']:>18,.0f}{row['calls_per_s_wall']:>16,.0f}{row['us_per_call_cpu']:>15.1f}"
+        )
     overhead = results["llm_cached"]["us_per_call_cpu"] - schema_us
-    print(f"cached llm overhead vs schema: {overhead:+.1f} us/call; model calls while timing: "
-          f"{results['llm_cached']['model_calls_during_timing']:.0f}")
+    print(
+        f"cached llm overhead vs schema: {overhead:+.1f} us/call; model calls while timing: "
+        f"{results['llm_cached']['model_calls_during_timing']:.0f}"
+    )
     verdict = "meets" if results["schema"]["calls_per_s_cpu"] >= TARGET_CALLS_PER_S else "misses"
     print(f"schema backend {verdict} the {TARGET_CALLS_PER_S:,} calls/s target")
     if args.json:

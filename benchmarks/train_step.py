@@ -5,8 +5,9 @@ the very same rollouts, and the two steps of a pair use the two estimators (the 
 pair to pair). So both estimators update on identical token batches under the same machine load.
 Reported: the median update time (step time minus rollout generation, which is the same code for
 every estimator) of each and their ratio, the median full step time, and the median time of the
-advantage computation itself (segments, estimator, credit diagnostics). The policy is `--model` (default `models/sft` when present, else a fresh
-tiny policy); tasks come from `data/train.jsonl` when present, else the in-repo synthesizer.
+advantage computation itself (segments, estimator, credit diagnostics). The policy is `--model`
+(default `models/sft` when present, else a fresh tiny policy); tasks come from `data/train.jsonl`
+when present, else the in-repo synthesizer.
 
     python benchmarks/train_step.py --steps 12
 """
@@ -107,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps in all (half per estimator)")
     parser.add_argument("--model", default=None, help="local model dir (default models/sft or a fresh tiny policy)")
     parser.add_argument("--params", default="params.yaml", help="params.yaml for the train section (if present)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1 keeps the timing stable on a shared machine)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1 keeps the timing stable on a shared machine)"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -128,8 +130,14 @@ def main(argv: list[str] | None = None) -> int:
             model_dir = tiny_policy(params, tasks, Path(tmp) / "policy")
         model, tokenizer = load_policy(model_dir, params)
         config = grpo_config(params, "slca", 0, str(Path(tmp) / "out"), max_steps=args.steps, save=False)
-        trainer = SLCAGRPOTrainer(model, params=params, estimator="slca", args=config,
-                                  train_dataset=task_dataset(tasks), processing_class=tokenizer)
+        trainer = SLCAGRPOTrainer(
+            model,
+            params=params,
+            estimator="slca",
+            args=config,
+            train_dataset=task_dataset(tasks),
+            processing_class=tokenizer,
+        )
         steps = Alternate(trainer)
         trainer.add_callback(steps)
         trainer.remove_callback(ProgressCallback)
@@ -139,12 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     update = {name: statistics.median(steps.updates[name]) for name in ESTIMATORS}
     step = {name: statistics.median(steps.steps[name]) for name in ESTIMATORS}
     adv = {name: statistics.median(advantage_times[name]) for name in ESTIMATORS}
-    report = {"steps": args.steps, "median_update_s": update, "median_step_s": step,
-              "median_advantage_ms": {k: 1e3 * v for k, v in adv.items()},
-              "ratio_slca_over_grpo": update["slca"] / update["grpo"]}
-    print(f"median update on the same rollouts: slca {update['slca']:.3f} s, grpo {update['grpo']:.3f} s, "
-          f"ratio {report['ratio_slca_over_grpo']:.3f} (target <= 1.05); advantages: "
-          f"slca {1e3 * adv['slca']:.2f} ms, grpo {1e3 * adv['grpo']:.2f} ms")
+    report = {
+        "steps": args.steps,
+        "median_update_s": update,
+        "median_step_s": step,
+        "median_advantage_ms": {k: 1e3 * v for k, v in adv.items()},
+        "ratio_slca_over_grpo": update["slca"] / update["grpo"],
+    }
+    print(
+        f"median update on the same rollouts: slca {update['slca']:.3f} s, grpo {update['grpo']:.3f} s, "
+        f"ratio {report['ratio_slca_over_grpo']:.3f} (target <= 1.05); advantages: "
+        f"slca {1e3 * adv['slca']:.2f} ms, grpo {1e3 * adv['grpo']:.2f} ms"
+    )
     print(json.dumps(report, sort_keys=True))
     return 0
 

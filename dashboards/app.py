@@ -36,9 +36,13 @@ if st.sidebar.button("Refresh", key="refresh"):
 st.sidebar.caption(f"tracking: {uri}")
 st.sidebar.caption(f"project: {paths.root}")
 
-PAGES = {"Credit attribution": lambda: credit.render(uri, paths), "Run comparison": lambda: compare.render(uri),
-         "Training curves": lambda: curves.render(uri), "Evaluation comparison": lambda: evaluation.render(uri, paths),
-         "Simulator fidelity": lambda: fidelity.render(uri, paths)}
+PAGES = {
+    "Credit attribution": lambda: credit.render(uri, paths),
+    "Run comparison": lambda: compare.render(uri),
+    "Training curves": lambda: curves.render(uri),
+    "Evaluation comparison": lambda: evaluation.render(uri, paths),
+    "Simulator fidelity": lambda: fidelity.render(uri, paths),
+}
 # Only the open tab runs (a rerun on switching): the credit page paints without drawing every chart first.
 for tab, render in zip(st.tabs(list(PAGES), key="page", on_change="rerun"), PAGES.values()):
     if tab.open:

@@ -32,8 +32,16 @@ from trl import GRPOConfig
 from slca.train.policy import render_chat, train_tokenizer
 from slca.trl import SegmentGRPOTrainer, samples_folder_sink
 
-BOOKS = {"Dune": "B-17", "Emma": "B-23", "Ulysses": "B-31", "Beloved": "B-42", "Rebecca": "B-56",
-         "Matilda": "B-64", "Persuasion": "B-71", "Middlemarch": "B-88"}
+BOOKS = {
+    "Dune": "B-17",
+    "Emma": "B-23",
+    "Ulysses": "B-31",
+    "Beloved": "B-42",
+    "Rebecca": "B-56",
+    "Matilda": "B-64",
+    "Persuasion": "B-71",
+    "Middlemarch": "B-88",
+}
 DUE = {book_id: f"2027-01-{10 + k:02d}" for k, book_id in enumerate(BOOKS.values())}
 
 
@@ -98,13 +106,20 @@ def gold_dialogue(title: str) -> list[dict]:
     book_id, due = BOOKS[title], DUE[BOOKS[title]]
 
     def call(name: str, arguments: dict) -> dict:
-        return {"role": "assistant", "content": "",
-                "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}],
+        }
 
-    return [*request(title), call("search_catalog", {"title": title}),
-            {"role": "tool", "name": "search_catalog", "content": book_id},
-            call("borrow", {"book_id": book_id}), {"role": "tool", "name": "borrow", "content": f"due {due}"},
-            {"role": "assistant", "content": f"Borrowed {title} ({book_id}), due {due}."}]
+    return [
+        *request(title),
+        call("search_catalog", {"title": title}),
+        {"role": "tool", "name": "search_catalog", "content": book_id},
+        call("borrow", {"book_id": book_id}),
+        {"role": "tool", "name": "borrow", "content": f"due {due}"},
+        {"role": "assistant", "content": f"Borrowed {title} ({book_id}), due {due}."},
+    ]
 
 
 def tool_schemas() -> list[dict]:
@@ -118,10 +133,19 @@ def tiny_policy(seed: int) -> tuple[Qwen2ForCausalLM, object]:
     texts = [render_chat(gold_dialogue(t), tool_schemas()) for t in BOOKS]
     tokenizer = train_tokenizer(texts * 4, vocab_size=600, seed=seed, whole_words=list(BOOKS.values()))
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=96, intermediate_size=192, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=96,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -130,8 +154,9 @@ def tiny_policy(seed: int) -> tuple[Qwen2ForCausalLM, object]:
 
 def warm_up(model: Qwen2ForCausalLM, tokenizer: object, steps: int, seed: int) -> float:
     """Plain next-token training on the gold dialogues, so the policy calls tools; returns the last loss."""
-    batch = tokenizer.apply_chat_template([gold_dialogue(t) for t in BOOKS], tools=tool_schemas(), padding=True,
-                                          return_tensors="pt", return_dict=True)
+    batch = tokenizer.apply_chat_template(
+        [gold_dialogue(t) for t in BOOKS], tools=tool_schemas(), padding=True, return_tensors="pt", return_dict=True
+    )
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     torch.manual_seed(seed)
@@ -145,24 +170,47 @@ def warm_up(model: Qwen2ForCausalLM, tokenizer: object, steps: int, seed: int) -
     return float(loss.detach())
 
 
-def build_trainer(out: Path, steps: int, estimator: str = "slca", seed: int = 0,
-                  warm_up_steps: int = 400) -> SegmentGRPOTrainer:
+def build_trainer(
+    out: Path, steps: int, estimator: str = "slca", seed: int = 0, warm_up_steps: int = 400
+) -> SegmentGRPOTrainer:
     model, tokenizer = tiny_policy(seed)
     loss = warm_up(model, tokenizer, warm_up_steps, seed)
     print(f"warm-up: {warm_up_steps} steps, loss {loss:.3f}")
     titles = list(BOOKS)
     random.Random(seed).shuffle(titles)
     dataset = Dataset.from_list([{"prompt": request(t), "title": t} for t in titles])
-    args = GRPOConfig(output_dir=str(out / "checkpoints"), max_steps=steps, per_device_train_batch_size=8,
-                      num_generations=4, max_completion_length=96, max_tool_calling_iterations=2,
-                      learning_rate=5e-4, beta=0.0, temperature=1.0, logging_steps=1, save_strategy="no",
-                      report_to="none", use_cpu=True, bf16=False, remove_unused_columns=False, seed=seed,
-                      data_seed=seed, dataloader_num_workers=0)
+    args = GRPOConfig(
+        output_dir=str(out / "checkpoints"),
+        max_steps=steps,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=96,
+        max_tool_calling_iterations=2,
+        learning_rate=5e-4,
+        beta=0.0,
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        remove_unused_columns=False,
+        seed=seed,
+        data_seed=seed,
+        dataloader_num_workers=0,
+    )
     return SegmentGRPOTrainer(
-        model, reward_funcs=[lending_reward, answer_reward], args=args, train_dataset=dataset,
-        processing_class=tokenizer, environment_factory=Library,
-        tool_reward="lending_reward", summary_reward="answer_reward", estimator=estimator,
-        sample_sink=samples_folder_sink(out / "models" / f"trl-example-{estimator}" / "samples"))
+        model,
+        reward_funcs=[lending_reward, answer_reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        environment_factory=Library,
+        tool_reward="lending_reward",
+        summary_reward="answer_reward",
+        estimator=estimator,
+        sample_sink=samples_folder_sink(out / "models" / f"trl-example-{estimator}" / "samples"),
+    )
 
 
 def main(argv: list[str] | None = None) -> SegmentGRPOTrainer:
@@ -171,16 +219,29 @@ def main(argv: list[str] | None = None) -> SegmentGRPOTrainer:
     parser.add_argument("--estimator", default="slca", help="grpo | gdpo | slca | toolpo | rltr")
     parser.add_argument("--out", type=Path, default=Path("runs/trl-example"), help="Output folder.")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--warm-up-steps", type=int, default=400,
-                        help="Next-token steps on the gold dialogues before RL (fewer: the policy calls tools less).")
+    parser.add_argument(
+        "--warm-up-steps",
+        type=int,
+        default=400,
+        help="Next-token steps on the gold dialogues before RL (fewer: the policy calls tools less).",
+    )
     args = parser.parse_args(argv)
     trainer = build_trainer(args.out, args.steps, args.estimator, args.seed, args.warm_up_steps)
     trainer.train()
     credit = trainer.last_credit
-    print(json.dumps({"estimator": args.estimator, "steps": trainer.state.global_step,
-                      "r_tool": credit["r_tool"].tolist(), "r_sum": credit["r_sum"].tolist(),
-                      "tool_tokens": int(credit["tool_mask"].sum()), "summary_tokens": int(credit["summary_mask"].sum()),
-                      "samples": str(args.out / "models")}))
+    print(
+        json.dumps(
+            {
+                "estimator": args.estimator,
+                "steps": trainer.state.global_step,
+                "r_tool": credit["r_tool"].tolist(),
+                "r_sum": credit["r_sum"].tolist(),
+                "tool_tokens": int(credit["tool_mask"].sum()),
+                "summary_tokens": int(credit["summary_mask"].sum()),
+                "samples": str(args.out / "models"),
+            }
+        )
+    )
     return trainer
 
 

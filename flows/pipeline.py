@@ -96,9 +96,16 @@ def _heartbeats(flow_run_id: str, every_s: float) -> Iterator[None]:
 
 
 @flow(name="slca-item", log_prints=True)
-def slca_item(item: str, lock_text: str, params_text: str, force: bool = False, head: str | None = None,
-              tracking_uri: str | None = None, parent_run_id: str | None = None,
-              heartbeat_s: float = 30.0) -> dict:
+def slca_item(
+    item: str,
+    lock_text: str,
+    params_text: str,
+    force: bool = False,
+    head: str | None = None,
+    tracking_uri: str | None = None,
+    parent_run_id: str | None = None,
+    heartbeat_s: float = 30.0,
+) -> dict:
     """One stage item on a work pool's worker, in its own checkout; its dvc.lock entry becomes an artifact."""
     from prefect.runtime import flow_run
 
@@ -109,10 +116,12 @@ def slca_item(item: str, lock_text: str, params_text: str, force: bool = False, 
     os.environ[ITEM_FLOW_RUN_ENV] = str(flow_run.id)  # tags the stage's MLflow run
     logger = get_run_logger()
     with _heartbeats(str(flow_run.id), heartbeat_s):
-        entry = orchestration.run_item_in_workspace(item, lock_text, params_text, logger.info, force=force,
-                                                    head=head)
-    create_markdown_artifact(key=_artifact_key(item), markdown="```json\n" + json.dumps(entry, indent=1) + "\n```",
-                             description=f"dvc.lock entry of {item}, run in {os.getcwd()}")
+        entry = orchestration.run_item_in_workspace(item, lock_text, params_text, logger.info, force=force, head=head)
+    create_markdown_artifact(
+        key=_artifact_key(item),
+        markdown="```json\n" + json.dumps(entry, indent=1) + "\n```",
+        description=f"dvc.lock entry of {item}, run in {os.getcwd()}",
+    )
     return entry
 
 
@@ -126,21 +135,27 @@ def _lock_entry_of(flow_run_id: Any, item: str) -> dict:
     )
 
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[_artifact_key(item)])),
-                                      flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[_artifact_key(item)])),
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+        )
     if not found:
         raise StageFailed(f"stage {item!r}: the worker's run left no dvc.lock entry")
     text = str(found[0].data)
-    return json.loads(text[text.index("{"):text.rindex("}") + 1])
+    return json.loads(text[text.index("{") : text.rindex("}") + 1])
 
 
 def _last_heartbeat(client: Any, flow_run_id: Any) -> str | None:
     """Id of the newest heartbeat event the server holds for this flow run (None before the first)."""
     from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
-    page = client.read_events(EventFilter(event=EventNameFilter(name=[HEARTBEAT_EVENT]),
-                                          resource=EventResourceFilter(id=[f"prefect.flow-run.{flow_run_id}"])),
-                              limit=1)
+    page = client.read_events(
+        EventFilter(
+            event=EventNameFilter(name=[HEARTBEAT_EVENT]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{flow_run_id}"]),
+        ),
+        limit=1,
+    )
     return str(page.events[0].id) if page.events else None
 
 
@@ -169,21 +184,28 @@ def _watch(item: str, flow_run: Any, lost_after_s: float, poll_s: float = 2.0) -
                     why = f"its worker sent no heartbeat for {silent:.0f} s"
                     client.set_flow_run_state(flow_run.id, Crashed(message=why), force=True)
                     killed = kill_item_runs(str(flow_run.id))
-                    raise StageFailed(f"stage {item!r} lost on a worker (flow run {run.name}): {why}; marked "
-                                      f"Crashed" + (f", {len(killed)} MLflow run(s) KILLED" if killed else ""))
+                    raise StageFailed(
+                        f"stage {item!r} lost on a worker (flow run {run.name}): {why}; marked "
+                        f"Crashed" + (f", {len(killed)} MLflow run(s) KILLED" if killed else "")
+                    )
             time.sleep(poll_s)
 
 
-def _on_worker(item: str, deployment: str, force: bool, heartbeat_s: float, lost_after_s: float,
-               logger: Any) -> None:
+def _on_worker(item: str, deployment: str, force: bool, heartbeat_s: float, lost_after_s: float, logger: Any) -> None:
     """Send one item to the `items` deployment, wait for it, then adopt its outputs and lock entry."""
     from prefect.deployments import run_deployment
 
     lock = Path("dvc.lock")
-    parameters = {"item": item, "lock_text": lock.read_text(encoding="utf-8") if lock.exists() else "",
-                  "params_text": Path("params.yaml").read_text(encoding="utf-8"), "force": force,
-                  "head": orchestration.git_head(), "tracking_uri": os.environ.get("MLFLOW_TRACKING_URI"),
-                  "parent_run_id": os.environ.get(PARENT_ENV), "heartbeat_s": heartbeat_s}
+    parameters = {
+        "item": item,
+        "lock_text": lock.read_text(encoding="utf-8") if lock.exists() else "",
+        "params_text": Path("params.yaml").read_text(encoding="utf-8"),
+        "force": force,
+        "head": orchestration.git_head(),
+        "tracking_uri": os.environ.get("MLFLOW_TRACKING_URI"),
+        "parent_run_id": os.environ.get(PARENT_ENV),
+        "heartbeat_s": heartbeat_s,
+    }
     logger.info("%s: sent to deployment %s", item, deployment)
     created = run_deployment(name=deployment, parameters=parameters, timeout=0)  # returns once created
     done = _watch(item, created, lost_after_s)
@@ -197,16 +219,16 @@ def _on_worker(item: str, deployment: str, force: bool, heartbeat_s: float, lost
 
 # No Prefect result caching: DVC decides what is up to date.
 @task(retries=1, retry_delay_seconds=5, task_run_name="{item}", cache_policy=NONE)
-def run_stage_item(item: str, force: bool = False, beside_others: bool = False,
-                   workers: PipelineParams | None = None) -> bool:
+def run_stage_item(
+    item: str, force: bool = False, beside_others: bool = False, workers: PipelineParams | None = None
+) -> bool:
     """Bring one stage item up to date; True when it ran, False when DVC found it unchanged."""
     logger = get_run_logger()
     if not force and orchestration.is_up_to_date(item):
         logger.info("%s is up to date; skipped", item)
         return False
     if workers is not None:  # to the work pool, watched by heartbeat
-        _on_worker(item, workers.item_deployment, force, workers.item_heartbeat_s, workers.item_lost_after_s,
-                   logger)
+        _on_worker(item, workers.item_deployment, force, workers.item_heartbeat_s, workers.item_lost_after_s, logger)
     elif beside_others:
         orchestration.run_item_command(item, logger.info)
         orchestration.commit_item(item)
@@ -237,8 +259,11 @@ def _publish_comparison(parent_run_id: str) -> None:
         return
     import mlflow
 
-    create_markdown_artifact(markdown=COMPARISON.read_text(encoding="utf-8"), key="slca-comparison",
-                             description="reports/comparison.md: every estimator, mean ± std over seeds")
+    create_markdown_artifact(
+        markdown=COMPARISON.read_text(encoding="utf-8"),
+        key="slca-comparison",
+        description="reports/comparison.md: every estimator, mean ± std over seeds",
+    )
     mlflow.MlflowClient().log_artifact(parent_run_id, str(COMPARISON), "comparison")
 
 
@@ -251,8 +276,7 @@ def _push(logger) -> None:
 
 
 @flow(name="slca-pipeline", log_prints=True)
-def slca_pipeline(params_path: str = "params.yaml", stages: list[str] | None = None,
-                  force: bool = False) -> list[str]:
+def slca_pipeline(params_path: str = "params.yaml", stages: list[str] | None = None, force: bool = False) -> list[str]:
     """Run the DVC stage items in order under one MLflow parent run; returns the items that ran."""
     params = load_params(params_path)
     limit, deployment = params.pipeline.max_parallel_items, params.pipeline.item_deployment
@@ -291,8 +315,12 @@ def preflight(params_path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", default="params.yaml", help="Parameters file.")
-    parser.add_argument("--stages", nargs="*", default=None,
-                        help="Stages (or items such as train@slca-0) to run, in DAG order (default: all).")
+    parser.add_argument(
+        "--stages",
+        nargs="*",
+        default=None,
+        help="Stages (or items such as train@slca-0) to run, in DAG order (default: all).",
+    )
     parser.add_argument("--force", action="store_true", help="Re-run stages even if unchanged.")
     parser.add_argument("--serve", action="store_true", help="Serve a scheduled deployment instead.")
     parser.add_argument("--cron", default="0 3 * * *", help="Schedule of the served deployment.")
@@ -300,16 +328,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preflight(args.params)
         if args.serve:
-            slca_pipeline.serve(name="nightly", cron=args.cron,
-                                parameters={"params_path": args.params, "force": args.force})
+            slca_pipeline.serve(
+                name="nightly", cron=args.cron, parameters={"params_path": args.params, "force": args.force}
+            )
             return 0
         slca_pipeline(params_path=args.params, stages=args.stages, force=args.force)
     except (ParamsError, TrackingError, ServerUnreachable, StageFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # the flow already logged the details; end in one line
-        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-              file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - the flow already logged the details; end in one line
+        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
     return 0
 

@@ -27,6 +27,7 @@ shape and tokenizer. Results: reports/copy_probe/<name>.json (committed) and rep
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -79,8 +80,13 @@ def run(name: str, steps: int, augment: float, induction: int, mix: float, threa
         if rng.random() < augment:
             task = copy_augmented(task, rng)
         user, step = short(task)
-        encoded = tokenizer.apply_chat_template(user + [tool_calls_message(step)], chat_template=template,
-                                                tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        encoded = tokenizer.apply_chat_template(
+            user + [tool_calls_message(step)],
+            chat_template=template,
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
         return encoded["input_ids"], encoded["assistant_masks"]
 
     pool = [t for t in train if t.get("gold_steps")]
@@ -129,55 +135,88 @@ def run(name: str, steps: int, augment: float, induction: int, mix: float, threa
     samples = []
     for task in [t for t in val if t.get("gold_steps")][:N_VAL]:
         user, step = short(task)
-        prompt = tokenizer.apply_chat_template(user, tokenize=True, add_generation_prompt=True,
-                                               return_dict=True)["input_ids"]
+        prompt = tokenizer.apply_chat_template(user, tokenize=True, add_generation_prompt=True, return_dict=True)[
+            "input_ids"
+        ]
         with torch.no_grad():
             generated = model.generate(torch.tensor([prompt]), max_new_tokens=96, do_sample=False, pad_token_id=pad)
-        text = tokenizer.decode(generated[0][len(prompt):], skip_special_tokens=False)
+        text = tokenizer.decode(generated[0][len(prompt) :], skip_special_tokens=False)
         calls = []
         for body in tool_blocks(text):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 calls.append(json.loads(body))
-            except json.JSONDecodeError:
-                pass
         gold = [{"name": c["name"], "arguments": c["arguments"]} for c in step]
         n += 1
-        exact += int(sorted(json.dumps(c, sort_keys=True) for c in calls)
-                     == sorted(json.dumps(c, sort_keys=True) for c in gold))
+        exact += int(
+            sorted(json.dumps(c, sort_keys=True) for c in calls) == sorted(json.dumps(c, sort_keys=True) for c in gold)
+        )
         for call in gold:
             for key, value in call["arguments"].items():
                 values += 1
-                values_right += int(any(isinstance(c, dict) and isinstance(c.get("arguments"), dict)
-                                        and c["arguments"].get(key) == value for c in calls))
+                values_right += int(
+                    any(
+                        isinstance(c, dict)
+                        and isinstance(c.get("arguments"), dict)
+                        and c["arguments"].get(key) == value
+                        for c in calls
+                    )
+                )
         if len(samples) < 6:
             samples.append({"request": user[0]["content"], "generated": text[:240]})
-    tail = losses[-max(1, len(losses) // 10):]
-    return {"name": name, "steps": steps, "augment": augment, "induction": induction, "mix": mix,
-            "threads": threads, "induction_minutes": round(induction_minutes, 2),
-            "induction_final_loss": round(induction_loss, 4), "train_minutes": round(train_minutes, 2),
-            "final_loss": round(sum(tail) / len(tail), 4), "n": n, "exact_first_step": exact / n,
-            "value_accuracy": values_right / values, "samples": samples}
+    tail = losses[-max(1, len(losses) // 10) :]
+    return {
+        "name": name,
+        "steps": steps,
+        "augment": augment,
+        "induction": induction,
+        "mix": mix,
+        "threads": threads,
+        "induction_minutes": round(induction_minutes, 2),
+        "induction_final_loss": round(induction_loss, 4),
+        "train_minutes": round(train_minutes, 2),
+        "final_loss": round(sum(tail) / len(tail), 4),
+        "n": n,
+        "exact_first_step": exact / n,
+        "value_accuracy": values_right / values,
+        "samples": samples,
+    }
 
 
 def report() -> None:
-    results = [json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS
-               if (RESULTS / f"{name}.json").exists()]
-    lines = ["# Copy probe", "",
-             ("Short-context SFT (user request → first-step calls, batch 16, half the examples with random "
-              "same-shape values) of the tiny policy, with and without a synthetic induction task first or "
-              f"beside it; greedy on {N_VAL} validation tasks. Regenerate with "
-              "`.venv/bin/python scripts/copy_probe.py` (see its docstring)."), "",
-             ("| config | induction steps (final loss, min) | synthetic loss weight during SFT | SFT steps | SFT min "
-              "| final SFT loss | exact first step | argument values right |"), "|---|---|---|---|---|---|---|---|"]
+    results = [
+        json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS if (RESULTS / f"{name}.json").exists()
+    ]
+    lines = [
+        "# Copy probe",
+        "",
+        (
+            "Short-context SFT (user request → first-step calls, batch 16, half the examples with random "
+            "same-shape values) of the tiny policy, with and without a synthetic induction task first or "
+            f"beside it; greedy on {N_VAL} validation tasks. Regenerate with "
+            "`.venv/bin/python scripts/copy_probe.py` (see its docstring)."
+        ),
+        "",
+        (
+            "| config | induction steps (final loss, min) | synthetic loss weight during SFT | SFT steps | SFT min "
+            "| final SFT loss | exact first step | argument values right |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        induction = (f"{r['induction']} ({r['induction_final_loss']:.3f}, {r['induction_minutes']:.1f})"
-                     if r["induction"] else "—")
-        lines.append(f"| {r['name']} | {induction} | {r['mix'] or '—'} | {r['steps']} | {r['train_minutes']:.1f} "
-                     f"| {r['final_loss']:.3f} | {r['exact_first_step']:.3f} | {r['value_accuracy']:.3f} |")
+        induction = (
+            f"{r['induction']} ({r['induction_final_loss']:.3f}, {r['induction_minutes']:.1f})"
+            if r["induction"]
+            else "—"
+        )
+        lines.append(
+            f"| {r['name']} | {induction} | {r['mix'] or '—'} | {r['steps']} | {r['train_minutes']:.1f} "
+            f"| {r['final_loss']:.3f} | {r['exact_first_step']:.3f} | {r['value_accuracy']:.3f} |"
+        )
     lines += ["", "Generations (first validation tasks):", ""]
     for r in results:
-        lines += [f"- {r['name']}:"] + [f"  - `{s['request']}` → `{' '.join(s['generated'].split())}`"
-                                        for s in r["samples"][:3]]
+        lines += [f"- {r['name']}:"] + [
+            f"  - `{s['request']}` → `{' '.join(s['generated'].split())}`" for s in r["samples"][:3]
+        ]
     (ROOT / "reports" / "copy_probe.md").write_text("\n".join(lines) + "\n")
     print(f"{len(results)} configurations -> reports/copy_probe.md")
 

@@ -30,34 +30,45 @@ N_VAL = 100
 # params.yaml's RL settings with enough steps for 1,504 rollouts (2 prompts × G 4 × 188 steps)
 BASE = {"train.max_steps": 188}
 CONFIGS: dict[str, dict] = {
-    "base": BASE,                                                        # lr 2e-4, β 0, T 1.0, 2 tool turns
+    "base": BASE,  # lr 2e-4, β 0, T 1.0, 2 tool turns
     "lr1e-3": {**BASE, "train.learning_rate": 1e-3},
-    "g8": {"train.num_generations": 8, "train.max_steps": 94},           # bigger groups, same rollouts
+    "g8": {"train.num_generations": 8, "train.max_steps": 94},  # bigger groups, same rollouts
     "p4-lr5e-4": {"train.prompts_per_step": 4, "train.max_steps": 94, "train.learning_rate": 5e-4},
     "t0.7": {**BASE, "train.temperature": 0.7},
-    "grpo-base": {**BASE, "sweep.estimator": "grpo"},                   # is the setting good for the baseline too?
+    "grpo-base": {**BASE, "sweep.estimator": "grpo"},  # is the setting good for the baseline too?
 }
 NOTES: dict[str, str] = {
-    "base": "minutes measured with two configurations side by side (one torch thread each) and a unit-test "
-            "run sharing the two cores, so inflated; the later rows ran two at a time with nothing else.",
-    "lr1e-3": "collapses: the reward falls to ~0 and the policy stops calling tools (Name-F1 0); same "
-              "timing caveat as base.",
-    "p4-lr5e-4": "chosen on validation Success (+0.06, 6 of 100 tasks); it trades Name-F1 (-0.108) and "
-                 "ArgMatch for the summary reward (+0.356), i.e. most of its reward gain is the summary.",
-    "grpo-base": "the baseline at base's setting moves the same way (Success -0.01): the setting is not "
-                 "tuned to favour SLCA.",
+    "base": (
+        "minutes measured with two configurations side by side (one torch thread each) and a unit-test "
+        "run sharing the two cores, so inflated; the later rows ran two at a time with nothing else."
+    ),
+    "lr1e-3": (
+        "collapses: the reward falls to ~0 and the policy stops calling tools (Name-F1 0); same timing caveat as base."
+    ),
+    "p4-lr5e-4": (
+        "chosen on validation Success (+0.06, 6 of 100 tasks); it trades Name-F1 (-0.108) and "
+        "ArgMatch for the summary reward (+0.356), i.e. most of its reward gain is the summary."
+    ),
+    "grpo-base": (
+        "the baseline at base's setting moves the same way (Success -0.01): the setting is not tuned to favour SLCA."
+    ),
 }
 RUN_ORDER = list(CONFIGS)
 
 
 def run_one(name: str) -> int:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{OUT / name / 'mlflow.db'}"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{OUT / name / 'mlflow.db'}",
+    }
     (OUT / name).mkdir(parents=True, exist_ok=True)
     log = RESULTS / f"{name}.log"
     with log.open("w") as handle:
-        return subprocess.call([sys.executable, __file__, "--single", name], cwd=ROOT, env=env,
-                               stdout=handle, stderr=subprocess.STDOUT)
+        return subprocess.call(
+            [sys.executable, __file__, "--single", name], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT
+        )
 
 
 def single(name: str) -> None:
@@ -71,8 +82,9 @@ def single(name: str) -> None:
 def report() -> None:
     from slca.train.rl_sweep import choose, markdown
 
-    results = [json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS
-               if (RESULTS / f"{name}.json").exists()]
+    results = [
+        json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS if (RESULTS / f"{name}.json").exists()
+    ]
     best = choose([r for r in results if r["estimator"] == "slca"])
     (ROOT / "reports").mkdir(exist_ok=True)
     (ROOT / "reports" / "rl_sweep.md").write_text(markdown(results, COMMAND, NOTES, best["name"] if best else None))

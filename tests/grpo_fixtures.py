@@ -14,8 +14,15 @@ from typing import Any
 
 from slca.config import DataParams, Params, TinyModelParams
 
-_TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
-         "intermediate_size": 64, "vocab_size": 1500, "max_position_embeddings": 4096}
+_TINY = {
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "intermediate_size": 64,
+    "vocab_size": 1500,
+    "max_position_embeddings": 4096,
+}
 
 
 def synthetic_tasks(n: int = 16, seed: int = 7) -> list[dict[str, Any]]:
@@ -46,13 +53,26 @@ def small_params(root: Path, **train: Any) -> Params:
 
 def small_raw(root: Path, **train: Any) -> dict[str, Any]:
     """The params sections these tests set (the rest are defaults), as a params.yaml mapping."""
-    section = {"out_dir": str(root / "models"), "max_steps": 3, "num_generations": 4, "prompts_per_step": 2,
-               "max_completion_length": 128, "max_tool_turns": 2, "checkpoint_every": 2, "sample_every": 2,
-               "learning_rate": 1e-3, "beta": 0.001,
-               "rollout_generator": "trl"}  # the scripted turns stand in for TRL's _generate_single_turn
+    section = {
+        "out_dir": str(root / "models"),
+        "max_steps": 3,
+        "num_generations": 4,
+        "prompts_per_step": 2,
+        "max_completion_length": 128,
+        "max_tool_turns": 2,
+        "checkpoint_every": 2,
+        "sample_every": 2,
+        "learning_rate": 1e-3,
+        "beta": 0.001,
+        "rollout_generator": "trl",
+    }  # the scripted turns stand in for TRL's _generate_single_turn
     section.update(train)
-    return {"data": {"out_dir": str(root / "data")}, "sft": {"out_dir": str(root / "sft")},
-            "policy": {"tiny": dict(_TINY)}, "train": section}
+    return {
+        "data": {"out_dir": str(root / "data")},
+        "sft": {"out_dir": str(root / "sft")},
+        "policy": {"tiny": dict(_TINY)},
+        "train": section,
+    }
 
 
 def write_tasks(root: Path, tasks: list[dict[str, Any]]) -> None:
@@ -63,12 +83,13 @@ def write_tasks(root: Path, tasks: list[dict[str, Any]]) -> None:
 
 
 def _call_text(calls: list[dict[str, Any]]) -> str:
-    return "\n".join(f'<tool_call>\n{json.dumps({"name": c["name"], "arguments": c["arguments"]})}\n</tool_call>'
-                     for c in calls)
+    return "\n".join(
+        f'<tool_call>\n{json.dumps({"name": c["name"], "arguments": c["arguments"]})}\n</tool_call>' for c in calls
+    )
 
 
 def _wrong(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"name": c["name"], "arguments": {k: "???" for k in c["arguments"]}} for c in calls]
+    return [{"name": c["name"], "arguments": dict.fromkeys(c["arguments"], "???")} for c in calls]
 
 
 class ScriptedTurns:
@@ -96,8 +117,9 @@ class ScriptedTurns:
         first = task["gold_steps"][0]
         return [_call_text(first), _call_text(_wrong(first)), "I think it is fine."][variant]
 
-    def __call__(self, prompt_ids: list[list[int]], images: Any, fields: Any, num_generations: int,
-                 **_: Any) -> tuple[list[list[int]], None]:
+    def __call__(
+        self, prompt_ids: list[list[int]], images: Any, fields: Any, num_generations: int, **_: Any
+    ) -> tuple[list[list[int]], None]:
         tokenizer = self.trainer.processing_class
         out = []
         for ids in prompt_ids:

@@ -44,14 +44,18 @@ def single_task(index: int, split: str = "train") -> dict[str, Any]:
     city = CITIES[index % len(CITIES)]
     response = weather(city)
     return {
-        "id": f"{split}-{index}", "domain": "weather", "kind": "single", "split": split,
+        "id": f"{split}-{index}",
+        "domain": "weather",
+        "kind": "single",
+        "split": split,
         "messages": [SYSTEM, {"role": "user", "content": f"What is the weather in {city}?"}],
         "tools": [WEATHER_TOOL, TIME_TOOL],
         "gold_steps": [[{"name": "get_weather", "arguments": {"city": city}}]],
         "gold_responses": [[response]],
         "reference": [f"{response['temp_c']}", response["sky"]],
         "gold_summary": f"It is {response['temp_c']} C and {response['sky']} in {city}.",
-        "template_id": "w1", "entities": [city],
+        "template_id": "w1",
+        "entities": [city],
     }
 
 
@@ -59,25 +63,40 @@ def parallel_task(index: int, split: str = "train") -> dict[str, Any]:
     first, second = CITIES[index % len(CITIES)], CITIES[(index + 3) % len(CITIES)]
     responses = [weather(first), weather(second)]
     return {
-        "id": f"{split}-p{index}", "domain": "weather", "kind": "parallel", "split": split,
+        "id": f"{split}-p{index}",
+        "domain": "weather",
+        "kind": "parallel",
+        "split": split,
         "messages": [SYSTEM, {"role": "user", "content": f"Weather in {first} and in {second}?"}],
         "tools": [WEATHER_TOOL],
-        "gold_steps": [[{"name": "get_weather", "arguments": {"city": first}},
-                        {"name": "get_weather", "arguments": {"city": second}}]],
+        "gold_steps": [
+            [
+                {"name": "get_weather", "arguments": {"city": first}},
+                {"name": "get_weather", "arguments": {"city": second}},
+            ]
+        ],
         "gold_responses": [responses],
         "reference": [str(responses[0]["temp_c"]), str(responses[1]["temp_c"])],
         "gold_summary": f"{first}: {responses[0]['temp_c']} C; {second}: {responses[1]['temp_c']} C.",
-        "template_id": "w2", "entities": [first, second],
+        "template_id": "w2",
+        "entities": [first, second],
     }
 
 
 def no_call_task(index: int, split: str = "train") -> dict[str, Any]:
     return {
-        "id": f"{split}-n{index}", "domain": "weather", "kind": "no_call", "split": split,
+        "id": f"{split}-n{index}",
+        "domain": "weather",
+        "kind": "no_call",
+        "split": split,
         "messages": [SYSTEM, {"role": "user", "content": "Please write me a poem about spring."}],
         "tools": [WEATHER_TOOL],
-        "gold_steps": [], "gold_responses": [], "reference": [], "gold_summary": "",
-        "template_id": "n1", "entities": [],
+        "gold_steps": [],
+        "gold_responses": [],
+        "reference": [],
+        "gold_summary": "",
+        "template_id": "n1",
+        "entities": [],
     }
 
 
@@ -90,8 +109,16 @@ def small_params(tmp_path: Any = None, **sft: Any) -> Params:
     sft_section = {"max_steps": 8, "batch_size": 4, "max_length": 512, "n_examples": 20, "learning_rate": 3e-3}
     sft_section.update(sft)
     raw: dict[str, Any] = {
-        "policy": {"tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 600}},
+        "policy": {
+            "tiny": {
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "intermediate_size": 128,
+                "vocab_size": 600,
+            }
+        },
         "sft": sft_section,
     }
     if tmp_path is not None:

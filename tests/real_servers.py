@@ -26,8 +26,14 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
-QUIET = {"DO_NOT_TRACK": "1", "MLFLOW_ENABLE_TELEMETRY": "false", "GX_ANALYTICS_ENABLED": "False",
-         "HF_HUB_OFFLINE": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "TOKENIZERS_PARALLELISM": "false"}
+QUIET = {
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_ENABLE_TELEMETRY": "false",
+    "GX_ANALYTICS_ENABLED": "False",
+    "HF_HUB_OFFLINE": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 def free_port() -> int:
@@ -88,8 +94,13 @@ def watch_group(process: subprocess.Popen) -> tuple[subprocess.Popen, int]:
     """
     read, write = os.pipe()
     try:
-        watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(process.pid)], stdin=read,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        watchdog = subprocess.Popen(
+            [sys.executable, "-c", WATCHDOG, str(process.pid)],
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     finally:
         os.close(read)
     return watchdog, write
@@ -105,28 +116,30 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
-def wait_healthy(name: str, process: subprocess.Popen, health_url: str, log_path: Path,
-                 timeout_s: float = 180.0) -> None:
+def wait_healthy(
+    name: str, process: subprocess.Popen, health_url: str, log_path: Path, timeout_s: float = 180.0
+) -> None:
     """Poll a health URL until it answers 200; fail with the log's tail if the process dies or time runs out."""
     deadline = time.monotonic() + timeout_s
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"{name} exited with {process.returncode}:\n{_tail(log_path)}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(health_url, timeout=2) as response:
-                if response.status == 200:
-                    return
+        with contextlib.suppress(OSError), urllib.request.urlopen(health_url, timeout=2) as response:
+            if response.status == 200:
+                return
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name} not healthy at {health_url} after {timeout_s:.0f} s:\n{_tail(log_path)}")
         time.sleep(0.5)
 
 
-def start(command: list[str], env: Mapping[str, str], log_path: Path, stack: contextlib.ExitStack,
-          cwd: Path | None = None) -> subprocess.Popen:
+def start(
+    command: list[str], env: Mapping[str, str], log_path: Path, stack: contextlib.ExitStack, cwd: Path | None = None
+) -> subprocess.Popen:
     """Start a process in its own process group; the stack stops the whole group on exit."""
-    log = stack.enter_context(open(log_path, "wb"))
-    process = subprocess.Popen(command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
-                               start_new_session=True)
+    log = stack.enter_context(open(log_path, "wb"))  # noqa: SIM115 - the stack closes it
+    process = subprocess.Popen(
+        command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
+    )
     stack.callback(release, *watch_group(process))  # runs after stop_group
     stack.callback(stop_group, process)
     return process
@@ -139,25 +152,55 @@ class Servers:
         self.root = root
         self.mlflow_uri = f"http://127.0.0.1:{free_port()}"
         self.prefect_api = f"http://127.0.0.1:{free_port()}/api"
-        env = {key: value for key, value in os.environ.items()
-               if not key.startswith(("PREFECT_", "MLFLOW_")) and key != "SLCA_PARENT_RUN_ID"}
-        self.env = {**env, **QUIET, "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-                    "PREFECT_HOME": str(root / "prefect-home"), "PREFECT_API_URL": self.prefect_api,
-                    "MLFLOW_TRACKING_URI": self.mlflow_uri, "OMP_NUM_THREADS": "1",
-                    "PREFECT_WORKER_QUERY_SECONDS": "2",
-                    # no MLflow job consumers (7 processes of ~400 MB polling their queues): nothing here submits jobs
-                    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("PREFECT_", "MLFLOW_")) and key != "SLCA_PARENT_RUN_ID"
+        }
+        self.env = {
+            **env,
+            **QUIET,
+            "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+            "PREFECT_HOME": str(root / "prefect-home"),
+            "PREFECT_API_URL": self.prefect_api,
+            "MLFLOW_TRACKING_URI": self.mlflow_uri,
+            "OMP_NUM_THREADS": "1",
+            "PREFECT_WORKER_QUERY_SECONDS": "2",
+            # no MLflow job consumers (7 processes of ~400 MB polling their queues): nothing here submits jobs
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        }
 
     @contextlib.contextmanager
     def up(self) -> Iterator[Servers]:
         mlflow_port = self.mlflow_uri.rsplit(":", 1)[1]
         prefect_port = self.prefect_api.split(":")[-1].split("/")[0]
         artifacts = self.root / "mlflow-artifacts"
-        mlflow_cmd = [str(VENV_BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", mlflow_port,
-                      "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-                      "--artifacts-destination", str(artifacts), "--serve-artifacts"]
-        prefect_cmd = [str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", prefect_port,
-                       "--no-ui", "--analytics-off"]
+        mlflow_cmd = [
+            str(VENV_BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            mlflow_port,
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{self.root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(artifacts),
+            "--serve-artifacts",
+        ]
+        prefect_cmd = [
+            str(VENV_BIN / "prefect"),
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            prefect_port,
+            "--no-ui",
+            "--analytics-off",
+        ]
         with contextlib.ExitStack() as stack:  # both start at once; each group is stopped on exit
             mlflow = start(mlflow_cmd, self.env, self.root / "mlflow-server.log", stack)
             prefect = start(prefect_cmd, self.env, self.root / "prefect-server.log", stack)

@@ -23,8 +23,10 @@ def gold_turns(task: Mapping[str, Any]) -> list[str]:
         if message["role"] != "assistant":
             continue
         if message.get("tool_calls"):
-            blocks = [json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
-                      for c in message["tool_calls"]]
+            blocks = [
+                json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                for c in message["tool_calls"]
+            ]
             turns.append("\n".join(f"<tool_call>\n{b}\n</tool_call>" for b in blocks))
         else:
             turns.append(message["content"])
@@ -34,8 +36,13 @@ def gold_turns(task: Mapping[str, Any]) -> list[str]:
 class ScriptedPolicy(torch.nn.Module):
     """generate() appends `reply(task, round)` for each sequence of the batch."""
 
-    def __init__(self, tokenizer: Any, tasks: Sequence[Mapping[str, Any]],
-                 reply: Callable[[Mapping[str, Any], int], str] | None = None, max_positions: int = 8192) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        tasks: Sequence[Mapping[str, Any]],
+        reply: Callable[[Mapping[str, Any], int], str] | None = None,
+        max_positions: int = 8192,
+    ) -> None:
         super().__init__()
         self.anchor = torch.nn.Parameter(torch.zeros(1))
         self.tokenizer = tokenizer
@@ -50,8 +57,15 @@ class ScriptedPolicy(torch.nn.Module):
                 return task
         raise AssertionError("sequence matches no task")
 
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
-                 eos_token_id: int, pad_token_id: int, **_: Any) -> torch.Tensor:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        max_new_tokens: int,
+        eos_token_id: int,
+        pad_token_id: int,
+        **_: Any,
+    ) -> torch.Tensor:
         self.calls += 1
         rows = []
         for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
@@ -80,6 +94,10 @@ class FakeSession:
         except ValueError:
             return SimpleNamespace(ok=False, content=None, error="malformed call", name=None)
         if call.get("name") != "get_weather":
-            return SimpleNamespace(ok=False, content=None, error=f"Tool '{call.get('name')}' not found in the "
-                                   "current available tools set.", name=call.get("name"))
+            return SimpleNamespace(
+                ok=False,
+                content=None,
+                error=(f"Tool '{call.get('name')}' not found in the current available tools set."),
+                name=call.get("name"),
+            )
         return SimpleNamespace(ok=True, content=weather(call["arguments"]["city"]), error=None, name="get_weather")

@@ -47,7 +47,7 @@ def cycles_within(graph: dict[str, set[str]], prefix: str) -> list[list[str]]:
         state[node] = 1
         for nxt in sorted(graph[node] & nodes):
             if state.get(nxt) == 1:
-                found.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, [*stack, nxt])
         state[node] = 2
@@ -66,8 +66,13 @@ def test_graph_sees_lazy_imports():
 
 def test_rollout_does_not_import_train():
     graph = import_graph()
-    upward = {(m, t) for m, targets in graph.items() if m.startswith("slca.rollout")
-              for t in targets if t.startswith("slca.train")}
+    upward = {
+        (m, t)
+        for m, targets in graph.items()
+        if m.startswith("slca.rollout")
+        for t in targets
+        if t.startswith("slca.train")
+    }
     assert not upward
 
 
@@ -78,8 +83,13 @@ def test_simulator_has_no_import_cycles():
 def test_train_does_not_import_eval():
     """The live-policy evaluation the learning curve and the sweep share lives in `rollout`, below both."""
     graph = import_graph()
-    upward = {(m, t) for m, targets in graph.items() if m.startswith("slca.train")
-              for t in targets if t.startswith("slca.eval")}
+    upward = {
+        (m, t)
+        for m, targets in graph.items()
+        if m.startswith("slca.train")
+        for t in targets
+        if t.startswith("slca.eval")
+    }
     assert not upward
     assert "slca.rollout.evaluation" in graph["slca.train.val_curve"]
     assert "slca.rollout.evaluation" in graph["slca.eval.indomain"]

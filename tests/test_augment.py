@@ -46,7 +46,8 @@ def test_values_in_the_system_prompt_or_schemas_are_not_rewritten():
     enum_task = single_task(1)
     enum_task["tools"] = json.loads(json.dumps(enum_task["tools"]))
     enum_task["tools"][0]["function"]["parameters"]["properties"]["city"]["enum"] = [
-        enum_task["gold_steps"][0][0]["arguments"]["city"]]
+        enum_task["gold_steps"][0][0]["arguments"]["city"]
+    ]
     assert copied_values(enum_task) == []
 
 

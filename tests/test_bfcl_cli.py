@@ -28,11 +28,14 @@ def score(tmp_path: Path, results: Path, category: str = "simple_python", *extra
 
 
 def test_score_writes_one_verdict_per_line_in_order(tmp_path: Path) -> None:
-    results = write_results(tmp_path / "r.jsonl", [
-        {"id": "simple_python_0", "result": GOOD},
-        {"id": "simple_python_0", "result": "I don't know."},
-        {"id": "simple_python_0", "result": GOOD.replace("10", "11")},
-    ])
+    results = write_results(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "simple_python_0", "result": GOOD},
+            {"id": "simple_python_0", "result": "I don't know."},
+            {"id": "simple_python_0", "result": GOOD.replace("10", "11")},
+        ],
+    )
     result, out = score(tmp_path, results)
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -66,10 +69,13 @@ def test_wrong_shape_unknown_id_and_category_are_clear_errors(tmp_path: Path) ->
     shape = write_results(tmp_path / "a.jsonl", [{"id": "simple_python_0", "output": GOOD}])
     result, _ = score(tmp_path, shape)
     assert result.exit_code == 2 and f"{shape}:1: expected an object" in result.output
-    unknown = write_results(tmp_path / "b.jsonl", [{"id": "simple_python_0", "result": GOOD},
-                                                     {"id": "simple_java_0", "result": GOOD}])
+    unknown = write_results(
+        tmp_path / "b.jsonl", [{"id": "simple_python_0", "result": GOOD}, {"id": "simple_java_0", "result": GOOD}]
+    )
     result, _ = score(tmp_path, unknown)
-    assert result.exit_code == 2 and f"{unknown}:2: unknown id 'simple_java_0' for category simple_python" in result.output
+    assert (
+        result.exit_code == 2 and f"{unknown}:2: unknown id 'simple_java_0' for category simple_python" in result.output
+    )
     result, _ = score(tmp_path, unknown, "live_simple")
     assert result.exit_code == 2 and "unknown BFCL category 'live_simple'" in result.output
     result, _ = score(tmp_path, tmp_path / "missing.jsonl")
@@ -82,9 +88,23 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run(
-        [sys.executable, "-m", "slca.eval.bfcl.cli", "score", "--category", "irrelevance",
-         "--results", str(results), "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "slca.eval.bfcl.cli",
+            "score",
+            "--category",
+            "irrelevance",
+            "--results",
+            str(results),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "irrelevance accuracy: 1.0000 (1/1)"

@@ -29,10 +29,18 @@ BARE_STRING_ANSWER = (
     "against its characters -> value_error:dict_value"
 )
 
-ARRAY_STRING_IDS = ["simple_java_35", "simple_java_78", "simple_java_83", "simple_java_85", "simple_java_86",
-                    "simple_java_89", "simple_java_90", "simple_java_91"]
+ARRAY_STRING_IDS = [
+    "simple_java_35",
+    "simple_java_78",
+    "simple_java_83",
+    "simple_java_85",
+    "simple_java_86",
+    "simple_java_89",
+    "simple_java_90",
+    "simple_java_91",
+]
 REJECTED_PROMPT_STYLE = {
-    **{i: ARRAY_OF_STRING_QUOTED for i in ARRAY_STRING_IDS},
+    **dict.fromkeys(ARRAY_STRING_IDS, ARRAY_OF_STRING_QUOTED),
     "simple_java_1": HASHMAP_BODY_DROPPED,
     "simple_java_67": HASHMAP_BODY_DROPPED,
     "simple_java_68": HASHMAP_BODY_DROPPED,
@@ -41,7 +49,7 @@ REJECTED_PROMPT_STYLE = {
 }
 # With <tool_call> JSON the map text reaches the HashMap converter intact, so 1/67/68 pass there.
 REJECTED_JSON_STYLE = {
-    **{i: ARRAY_OF_STRING_QUOTED for i in ARRAY_STRING_IDS},
+    **dict.fromkeys(ARRAY_STRING_IDS, ARRAY_OF_STRING_QUOTED),
     "simple_java_36": ARRAYLIST_OF_ANY,
     "simple_java_65": ARRAYLIST_OF_ANY,
     "simple_java_64": BARE_STRING_ANSWER,
@@ -52,8 +60,15 @@ EXPECTED_ERROR = {
     ARRAYLIST_OF_ANY: "value_error:list/tuple",
     BARE_STRING_ANSWER: "value_error:dict_value",
 }
-SIZES = {"simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200,
-         "parallel": 200, "parallel_multiple": 200, "irrelevance": 240}
+SIZES = {
+    "simple_python": 400,
+    "simple_java": 100,
+    "simple_javascript": 50,
+    "multiple": 200,
+    "parallel": 200,
+    "parallel_multiple": 200,
+    "irrelevance": 240,
+}
 
 
 @pytest.mark.parametrize("category", CATEGORIES)
@@ -63,10 +78,13 @@ def test_category_sizes(category: str) -> None:
     assert all((e["ground_truth"] is None) == (category == "irrelevance") for e in entries)
 
 
-@pytest.mark.parametrize(("style", "render", "rejected"), [
-    ("prompt", render_prompt_answer, REJECTED_PROMPT_STYLE),
-    ("json", render_json_answer, REJECTED_JSON_STYLE),
-])
+@pytest.mark.parametrize(
+    ("style", "render", "rejected"),
+    [
+        ("prompt", render_prompt_answer, REJECTED_PROMPT_STYLE),
+        ("json", render_json_answer, REJECTED_JSON_STYLE),
+    ],
+)
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_gold_answers_pass(category: str, style: str, render, rejected: dict[str, str]) -> None:
     entries = load_category(category)

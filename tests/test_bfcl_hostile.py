@@ -9,6 +9,7 @@ does not make the bounds flaky.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -24,9 +25,20 @@ from slca.eval.bfcl import decode
 from slca.eval.bfcl.data import CATEGORIES, category_language
 from slca.eval.bfcl.score import score_entry
 
-WEATHER = {"name": "get_weather", "description": "d", "parameters": {"type": "dict", "properties": {
-    "city": {"type": "string", "description": "c"}, "days": {"type": "integer", "description": "n"}}, "required": ["city"]}}
-ENTRY = {"id": "hostile_0", "function": [WEATHER], "ground_truth": [{"get_weather": {"city": ["NYC"], "days": [3, ""]}}]}
+WEATHER = {
+    "name": "get_weather",
+    "description": "d",
+    "parameters": {
+        "type": "dict",
+        "properties": {"city": {"type": "string", "description": "c"}, "days": {"type": "integer", "description": "n"}},
+        "required": ["city"],
+    },
+}
+ENTRY = {
+    "id": "hostile_0",
+    "function": [WEATHER],
+    "ground_truth": [{"get_weather": {"city": ["NYC"], "days": [3, ""]}}],
+}
 CHILD_TIMEOUT_S = 40
 DECODE_LIMIT_S = 0.05
 RSS_LIMIT_KB = 32 * 1024
@@ -73,8 +85,14 @@ def child_results() -> dict[str, dict[str, Any]]:
     """Score every hostile case in a capped child process; a case missing from the result did not finish."""
     cases = {name: (raw, category) for name, (raw, category, _, _) in HOSTILE.items()}
     try:
-        done = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps([ENTRY, cases]), capture_output=True,
-                              text=True, timeout=CHILD_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD],
+            input=json.dumps([ENTRY, cases]),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )
         stdout = done.stdout
     except subprocess.TimeoutExpired as timeout:
         stdout = timeout.stdout.decode() if isinstance(timeout.stdout, bytes) else (timeout.stdout or "")
@@ -97,30 +115,36 @@ def test_hostile_output_is_scored_fast_and_small(name: str, child_results: dict[
 # ------------------------------------------------------------ bounds and their edges
 
 
-@pytest.mark.parametrize(("expression", "value"), [
-    ("2**64", 2**64),
-    ("10**1000 % 7", 10**1000 % 7),
-    ("1000**1000 // 7", 1000**1000 // 7),          # 9,966 bits: just under MAX_INT_BITS
-    ("'-'*40", "-" * 40),
-    ("[0]*100 + [1]", [0] * 100 + [1]),
-    ("'%05d' % 42", "00042"),
-    ("'%*d' % (6, 42)", "    42"),
-    ("b'%3d' % 7", b"  7"),
-    ("2**-2", 0.25),
-])
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("2**64", 2**64),
+        ("10**1000 % 7", 10**1000 % 7),
+        ("1000**1000 // 7", 1000**1000 // 7),  # 9,966 bits: just under MAX_INT_BITS
+        ("'-'*40", "-" * 40),
+        ("[0]*100 + [1]", [0] * 100 + [1]),
+        ("'%05d' % 42", "00042"),
+        ("'%*d' % (6, 42)", "    42"),
+        ("b'%3d' % 7", b"  7"),
+        ("2**-2", 0.25),
+    ],
+)
 def test_ordinary_arithmetic_is_still_evaluated(expression: str, value: Any) -> None:
     assert decode.decode_output(f"[f(x={expression})]", "Python") == ([{"f": {"x": value}}], "prompt")
 
 
-@pytest.mark.parametrize(("expression", "message"), [
-    ("1024**1000", "bits"),                       # over MAX_INT_BITS
-    ("0x" + "f" * 2600 + " + 1", "bits"),         # a literal over MAX_INT_BITS
-    ("10**1001", "exponent too large"),
-    ("[[0]*1000]*1000", "limit 100000"),          # shared rows still count in full
-    ("'%((a)b)0100000000d' % 1", "limit 100000"),  # a width behind a nested mapping key
-    ("b'%0100000000d' % 1", "limit 100000"),
-    ("('%r' % ('\\x00'*9000,)) * 2", "limit 100000"),  # repr grows the text 4x; the growth is charged
-])
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1024**1000", "bits"),  # over MAX_INT_BITS
+        ("0x" + "f" * 2600 + " + 1", "bits"),  # a literal over MAX_INT_BITS
+        ("10**1001", "exponent too large"),
+        ("[[0]*1000]*1000", "limit 100000"),  # shared rows still count in full
+        ("'%((a)b)0100000000d' % 1", "limit 100000"),  # a width behind a nested mapping key
+        ("b'%0100000000d' % 1", "limit 100000"),
+        ("('%r' % ('\\x00'*9000,)) * 2", "limit 100000"),  # repr grows the text 4x; the growth is charged
+    ],
+)
 def test_bounded_arithmetic_raises_decode_error(expression: str, message: str) -> None:
     with pytest.raises(decode.DecodeError, match=re.escape(message)):
         decode.decode_output(f"[f(x={expression})]", "Python")
@@ -152,8 +176,12 @@ def test_decode_errors_keep_the_underlying_message() -> None:
 
 
 _OLD_TAG_REGEX = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-tag_text = st.lists(st.sampled_from(["<tool_call>", "</tool_call>", "<tool_call", "</tool_", " ", "\n", "\t", "\x1c",
-                                     "\u3000", "a", "{}", "<", ">"]), max_size=12).map("".join)
+tag_text = st.lists(
+    st.sampled_from(
+        ["<tool_call>", "</tool_call>", "<tool_call", "</tool_", " ", "\n", "\t", "\x1c", "\u3000", "a", "{}", "<", ">"]
+    ),
+    max_size=12,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None, database=None, derandomize=True)
@@ -165,21 +193,87 @@ def test_tag_scan_finds_the_blocks_the_old_regex_found(raw: str) -> None:
 # ------------------------------------------------------------ fuzzing every category's decoder
 
 
-PIECES = ["<tool_call>", "</tool_call>", "[", "]", "(", ")", "{", "}", "f(", "a.b(", "x=", ", ", "'", '"', "`", "```",
-          "**", "*", "%", "-", "10", "9" * 60, "0x" + "f" * 3000, "'%0999999999d'", "'%*d'", "10**10**10",
-          "'a'*10**10", "[0]*10**9", "((10**1000)**1000)**1000", "new int[]{", "{{", "put(", "true", "null", "\\",
-          '{"name": "f", "arguments": {', "}}", "new ArrayList<>(Arrays.asList(", "=>", ";"]
-whitespace_runs = st.builds(lambda char, count: char * count, st.sampled_from([" ", "\n", "\t", "\r\n", "\u3000"]),
-                            st.integers(0, 2500))
-deep_nesting = st.builds(lambda char, depth: char * depth, st.sampled_from(["(", "[", "{", "-", "not "]),
-                         st.integers(1, 400))
-literals = st.sampled_from(["10", "2", "1000", "-1", "0", "1.5", "'a'", "b'x'", "[0]", "(1, 2)", "'%0999d'", "'%s%s'",
-                            "10**1000", "'%*d'", "0x" + "f" * 300])
-arithmetic = st.recursive(literals, lambda inner: st.builds(
-    lambda left, op, right: f"({left}{op}{right})", inner, st.sampled_from(["+", "-", "*", "/", "//", "%", "**"]), inner),
-    max_leaves=12)
+PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    "f(",
+    "a.b(",
+    "x=",
+    ", ",
+    "'",
+    '"',
+    "`",
+    "```",
+    "**",
+    "*",
+    "%",
+    "-",
+    "10",
+    "9" * 60,
+    "0x" + "f" * 3000,
+    "'%0999999999d'",
+    "'%*d'",
+    "10**10**10",
+    "'a'*10**10",
+    "[0]*10**9",
+    "((10**1000)**1000)**1000",
+    "new int[]{",
+    "{{",
+    "put(",
+    "true",
+    "null",
+    "\\",
+    '{"name": "f", "arguments": {',
+    "}}",
+    "new ArrayList<>(Arrays.asList(",
+    "=>",
+    ";",
+]
+whitespace_runs = st.builds(
+    lambda char, count: char * count, st.sampled_from([" ", "\n", "\t", "\r\n", "\u3000"]), st.integers(0, 2500)
+)
+deep_nesting = st.builds(
+    lambda char, depth: char * depth, st.sampled_from(["(", "[", "{", "-", "not "]), st.integers(1, 400)
+)
+literals = st.sampled_from(
+    [
+        "10",
+        "2",
+        "1000",
+        "-1",
+        "0",
+        "1.5",
+        "'a'",
+        "b'x'",
+        "[0]",
+        "(1, 2)",
+        "'%0999d'",
+        "'%s%s'",
+        "10**1000",
+        "'%*d'",
+        "0x" + "f" * 300,
+    ]
+)
+arithmetic = st.recursive(
+    literals,
+    lambda inner: st.builds(
+        lambda left, op, right: f"({left}{op}{right})",
+        inner,
+        st.sampled_from(["+", "-", "*", "/", "//", "%", "**"]),
+        inner,
+    ),
+    max_leaves=12,
+)
 hostile_text = st.one_of(
-    st.lists(st.one_of(st.sampled_from(PIECES), whitespace_runs, deep_nesting, st.text(max_size=6)), max_size=16).map("".join),
+    st.lists(st.one_of(st.sampled_from(PIECES), whitespace_runs, deep_nesting, st.text(max_size=6)), max_size=16).map(
+        "".join
+    ),
     arithmetic.map(lambda expression: f"[f(x={expression})]"),
     st.tuples(arithmetic, whitespace_runs).map(lambda pair: f"<tool_call>{pair[1]}[f(x={pair[0]})]"),
 )
@@ -191,9 +285,7 @@ def test_every_category_decodes_hostile_text_fast_or_raises_decode_error(raw: st
     for category in CATEGORIES:
         for output_format in ("auto", "prompt", "json"):
             start = time.process_time()
-            try:
+            with contextlib.suppress(decode.DecodeError):
                 decode.decode_output(raw, category_language(category), output_format)
-            except decode.DecodeError:
-                pass
             seconds = time.process_time() - start
             assert seconds < DECODE_LIMIT_S, f"{category}/{output_format} took {seconds:.3f} s on {raw[:80]!r}"

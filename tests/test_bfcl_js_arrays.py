@@ -20,11 +20,32 @@ from slca.eval.bfcl.converters import (
     match_js_array_2d,
 )
 
-TOKENS = ["[", "]", ",", " ", "\t", "\n", "x", "1", "'a'", "[1]", "[x] ", " ,", "[[", "]]", "new Array(", ")",
-          "new  Array(", "new\nArray(", "\u3000", "\r"]
+TOKENS = [
+    "[",
+    "]",
+    ",",
+    " ",
+    "\t",
+    "\n",
+    "x",
+    "1",
+    "'a'",
+    "[1]",
+    "[x] ",
+    " ,",
+    "[[",
+    "]]",
+    "new Array(",
+    ")",
+    "new  Array(",
+    "new\nArray(",
+    "\u3000",
+    "\r",
+]
 token_text = st.lists(st.sampled_from(TOKENS), max_size=12).map("".join)
-SETTINGS = settings(max_examples=3000, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=3000, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 
 
 def reference_js_array(code: str) -> object:
@@ -64,7 +85,8 @@ js_values = st.recursive(
         st.lists(st.tuples(spaces, inner, spaces), max_size=4).map(lambda c: _render(c, "[", "]")),
         st.lists(st.tuples(spaces, inner, spaces), max_size=4).map(lambda c: _render(c, "new Array(", ")")),
         st.lists(st.tuples(st.sampled_from(["k", "'k'", '"a b"']), inner), max_size=3).map(
-            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"),
+            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+        ),
     ),
     max_leaves=10,
 )

@@ -25,26 +25,31 @@ def by_id(category: str, entry_id: str) -> dict:
 
 def test_java_decoding_keeps_source_text() -> None:
     calls = decode_prompt_output('[Db.query(sql="SELECT 1", n=5L, ids=new long[]{1L, 2L}, ok=true, who=user)]', "Java")
-    assert calls == [{"Db.query": {"sql": "SELECT 1", "n": "5L", "ids": "new long[]{1L,2L}", "ok": "true", "who": "user"}}]
+    assert calls == [
+        {"Db.query": {"sql": "SELECT 1", "n": "5L", "ids": "new long[]{1L,2L}", "ok": "true", "who": "user"}}
+    ]
     assert decode_prompt_output("[x = 1;]", "Java") == {}  # no method call: wrong output format, as in BFCL
     with pytest.raises(SyntaxError):
         decode_prompt_output("[Db.query(sql=]", "Java")
 
 
-@pytest.mark.parametrize(("text", "declared", "nested", "value"), [
-    ("5L", "long", None, 5),
-    ("5", "long", None, "5"),                      # a long needs its L suffix
-    ("2.5f", "float", None, 2.5),
-    ("2.5", "double", None, 2.5),
-    ("-12", "integer", None, -12),
-    ("false", "boolean", None, False),
-    ("new int[]{1, 2}", "Array", "integer", [1, 2]),
-    ('new ArrayList<>(Arrays.asList("a", "b"))', "ArrayList", "String", ["a", "b"]),
-    ("new ArrayList<Long>() {{ add(1L); add(2L); }}", "ArrayList", "long", [1, 2]),
-    ('new HashMap<String, Object>() {{ put("k", 1); put("s", "v"); }}', "HashMap", None, {"k": 1, "s": "v"}),
-    ("new HashMap<>()", "HashMap", None, {}),
-    ("myVar", "any", None, "myVar"),
-])
+@pytest.mark.parametrize(
+    ("text", "declared", "nested", "value"),
+    [
+        ("5L", "long", None, 5),
+        ("5", "long", None, "5"),  # a long needs its L suffix
+        ("2.5f", "float", None, 2.5),
+        ("2.5", "double", None, 2.5),
+        ("-12", "integer", None, -12),
+        ("false", "boolean", None, False),
+        ("new int[]{1, 2}", "Array", "integer", [1, 2]),
+        ('new ArrayList<>(Arrays.asList("a", "b"))', "ArrayList", "String", ["a", "b"]),
+        ("new ArrayList<Long>() {{ add(1L); add(2L); }}", "ArrayList", "long", [1, 2]),
+        ('new HashMap<String, Object>() {{ put("k", 1); put("s", "v"); }}', "HashMap", None, {"k": 1, "s": "v"}),
+        ("new HashMap<>()", "HashMap", None, {}),
+        ("myVar", "any", None, "myVar"),
+    ],
+)
 def test_java_converter(text: str, declared: str, nested: str | None, value) -> None:
     assert java_value(text, declared, nested) == value
 
@@ -73,25 +78,30 @@ def test_javascript_decoding() -> None:
     assert decode_prompt_output("[let x = 1]", "JavaScript") is None
 
 
-@pytest.mark.parametrize(("text", "declared", "nested", "value"), [
-    ("true", "Boolean", None, True),
-    ("12n", "Bigint", None, 12),
-    ("1.5", "float", None, 1.5),
-    ("1e3", "float", None, "1e3"),                 # BFCL's float pattern has no exponent
-    ("'abc'", "String", None, "abc"),
-    ('["a", "b"]', "array", "String", ["a", "b"]),
-    ("new Array(1, 2)", "array", "integer", [1, 2]),
-    ("[[1, 2], [3, 4]]", "array", "array", [[1, 2], [3, 4]]),
-    ("{'key': 'value', 'n': 3, 'ok': false}", "dict", None, {"key": "value", "n": 3, "ok": False}),
-    ("{}", "dict", None, {}),
-])
+@pytest.mark.parametrize(
+    ("text", "declared", "nested", "value"),
+    [
+        ("true", "Boolean", None, True),
+        ("12n", "Bigint", None, 12),
+        ("1.5", "float", None, 1.5),
+        ("1e3", "float", None, "1e3"),  # BFCL's float pattern has no exponent
+        ("'abc'", "String", None, "abc"),
+        ('["a", "b"]', "array", "String", ["a", "b"]),
+        ("new Array(1, 2)", "array", "integer", [1, 2]),
+        ("[[1, 2], [3, 4]]", "array", "array", [[1, 2], [3, 4]]),
+        ("{'key': 'value', 'n': 3, 'ok': false}", "dict", None, {"key": "value", "n": 3, "ok": False}),
+        ("{}", "dict", None, {}),
+    ],
+)
 def test_javascript_converter(text: str, declared: str, nested: str | None, value) -> None:
     assert js_value(text, declared, nested) == value
 
 
 def test_javascript_entry_scoring_pass_and_fail() -> None:
     entry = by_id("simple_javascript", "simple_javascript_0")
-    assert score_entry(entry, "simple_javascript", "[validateUserInput(inputField='userInputField', isComplete=true)]").valid
+    assert score_entry(
+        entry, "simple_javascript", "[validateUserInput(inputField='userInputField', isComplete=true)]"
+    ).valid
     bad = score_entry(entry, "simple_javascript", "[validateUserInput(inputField='userInputField', isComplete=false)]")
     assert bad.error_type == "value_error:others"
     odd = score_entry(entry, "simple_javascript", "[validateUserInput(inputField='userInputField', isComplete=maybe)]")
@@ -102,13 +112,30 @@ def test_javascript_entry_scoring_pass_and_fail() -> None:
 
 
 def test_bfcl_to_openai_tools_maps_types_and_names() -> None:
-    functions = [{"name": "geo.distance", "description": "Distance.", "parameters": {"type": "dict", "properties": {
-        "origin": {"type": "tuple", "items": {"type": "float"}, "description": "o"},
-        "scale": {"type": "float", "description": "s"},
-        "opts": {"type": "dict", "description": "x", "properties": {"mode": {"type": "any", "description": "m"}}},
-        "tags": {"type": "array", "items": {"type": "dict", "properties": {"k": {"type": "integer", "description": "k"}}},
-                 "description": "t"},
-    }, "required": ["origin"]}}]
+    functions = [
+        {
+            "name": "geo.distance",
+            "description": "Distance.",
+            "parameters": {
+                "type": "dict",
+                "properties": {
+                    "origin": {"type": "tuple", "items": {"type": "float"}, "description": "o"},
+                    "scale": {"type": "float", "description": "s"},
+                    "opts": {
+                        "type": "dict",
+                        "description": "x",
+                        "properties": {"mode": {"type": "any", "description": "m"}},
+                    },
+                    "tags": {
+                        "type": "array",
+                        "items": {"type": "dict", "properties": {"k": {"type": "integer", "description": "k"}}},
+                        "description": "t",
+                    },
+                },
+                "required": ["origin"],
+            },
+        }
+    ]
     tool = bfcl_to_openai_tools(functions)[0]
     assert tool["type"] == "function"
     fn = tool["function"]
@@ -140,8 +167,15 @@ def test_messages_fc_and_prompt_modes() -> None:
 
 
 def test_aggregate_is_the_unweighted_leaderboard_mean() -> None:
-    acc = {"simple_python": 0.9, "simple_java": 0.6, "simple_javascript": 0.3, "multiple": 0.8,
-           "parallel": 0.7, "parallel_multiple": 0.5, "irrelevance": 0.95}
+    acc = {
+        "simple_python": 0.9,
+        "simple_java": 0.6,
+        "simple_javascript": 0.3,
+        "multiple": 0.8,
+        "parallel": 0.7,
+        "parallel_multiple": 0.5,
+        "irrelevance": 0.95,
+    }
     summary = aggregate(acc)
     assert summary["simple_ast_non_live"] == pytest.approx(0.6)
     assert summary["overall_accuracy_non_live"] == pytest.approx((0.6 + 0.8 + 0.7 + 0.5) / 4)

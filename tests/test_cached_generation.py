@@ -17,8 +17,15 @@ from slca.rollout.cached import CachedTurnGenerator, GenerationCopy, GrowingLaye
 from slca.rollout.loop import HFTurnGenerator, new_episodes
 from slca.train.policy import _apply_lora, build_tiny_model, corpus_texts, train_tokenizer
 
-TINY = TinyModelParams(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                       intermediate_size=128, vocab_size=700, max_position_embeddings=2048)
+TINY = TinyModelParams(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    vocab_size=700,
+    max_position_embeddings=2048,
+)
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,17 @@ from slca.simulator.types import ToolResult
 from slca.tools import World, execute
 from slca.tools.examples import example_calls
 
-EXPECTED_CLASS = {"missing_required": "missing_required", "extra_argument": "unexpected_argument",
-                  "wrong_type": "type", "numeric_string": "type", "enum_case": "enum", "out_of_enum": "enum",
-                  "out_of_range": "range", "bad_format": "format", "wrong_tool": "unknown_tool"}
+EXPECTED_CLASS = {
+    "missing_required": "missing_required",
+    "extra_argument": "unexpected_argument",
+    "wrong_type": "type",
+    "numeric_string": "type",
+    "enum_case": "enum",
+    "out_of_enum": "enum",
+    "out_of_range": "range",
+    "bad_format": "format",
+    "wrong_tool": "unknown_tool",
+}
 
 
 def test_every_perturbation_is_rejected_by_the_real_executor_with_its_class():
@@ -35,8 +43,9 @@ def test_every_perturbation_is_rejected_by_the_real_executor_with_its_class():
     seen = set()
     for name, arguments in example_calls(World(7)):
         for kind, perturb in PERTURBATIONS.items():
-            changed = perturb({"name": name, "arguments": json.loads(json.dumps(arguments))}, specs[name],
-                              random.Random(0))
+            changed = perturb(
+                {"name": name, "arguments": json.loads(json.dumps(arguments))}, specs[name], random.Random(0)
+            )
             if changed is None:
                 continue
             result = execute(World(7), changed["name"], changed["arguments"])
@@ -88,13 +97,27 @@ def test_calibrate_stage_end_to_end(val_rows, tmp_path, mlflow_store):
     data = tmp_path / "data"
     data.mkdir()
     (data / "val.jsonl").write_text("".join(json.dumps(row) + "\n" for row in val_rows))
-    wrong = SimulatorParams(coerce_numeric_strings=True, strict_extra_arguments=False,
-                            case_insensitive_enums=True, echo_arguments=False, calibrated_knobs=None)
+    wrong = SimulatorParams(
+        coerce_numeric_strings=True,
+        strict_extra_arguments=False,
+        case_insensitive_enums=True,
+        echo_arguments=False,
+        calibrated_knobs=None,
+    )
     calibration = CalibrationParams(
-        n_calls=50, perturbations_per_call=2, report_path=str(tmp_path / "reports/calibration.json"),
+        n_calls=50,
+        perturbations_per_call=2,
+        report_path=str(tmp_path / "reports/calibration.json"),
         plot_path=str(tmp_path / "reports/calibration.png"),
-        search_knobs=["strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums",
-                      "check_formats", "check_ranges", "echo_arguments"])
+        search_knobs=[
+            "strict_extra_arguments",
+            "coerce_numeric_strings",
+            "case_insensitive_enums",
+            "check_formats",
+            "check_ranges",
+            "echo_arguments",
+        ],
+    )
     params = Params(data=DataParams(out_dir=str(data)), simulator=wrong, calibration=calibration)
 
     report = run_calibrate(params, progress=False)

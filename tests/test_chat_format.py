@@ -41,8 +41,15 @@ from slca.train.policy import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = TinyModelParams(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                       intermediate_size=64, vocab_size=700, max_position_embeddings=2048)
+TINY = TinyModelParams(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=64,
+    vocab_size=700,
+    max_position_embeddings=2048,
+)
 
 
 def toy_tokenizer():
@@ -54,12 +61,13 @@ def rendered_call_turn(tokenizer, task) -> list[int]:
     """Token ids of the gold call turn as the template writes it, up to and including its end of turn."""
     fmt = chat_format(tokenizer)
     conversation = gold_conversation(task)
-    prompt = tokenizer.apply_chat_template(conversation[:2], tools=task["tools"], tokenize=True, return_dict=False,
-                                           add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        conversation[:2], tools=task["tools"], tokenize=True, return_dict=False, add_generation_prompt=True
+    )
     full = tokenizer.apply_chat_template(conversation[:3], tools=task["tools"], tokenize=True, return_dict=False)
-    assert full[:len(prompt)] == prompt
-    turn = full[len(prompt):]
-    return turn[:turn.index(fmt.end_of_turn_id) + 1]
+    assert full[: len(prompt)] == prompt
+    turn = full[len(prompt) :]
+    return turn[: turn.index(fmt.end_of_turn_id) + 1]
 
 
 def test_embedded_template_ends_turns_at_im_end_and_writes_canonical_calls():
@@ -101,8 +109,9 @@ def test_stop_set_is_the_union_when_the_end_token_is_not_the_end_of_turn():
 
     handle = model.register_forward_hook(forward_hook)
     try:
-        episode = run_episodes(HFTurnGenerator(model, tokenizer), [task], env_factory=eval_env(Params()),
-                               max_turns=0, max_new_tokens=64)[0]
+        episode = run_episodes(
+            HFTurnGenerator(model, tokenizer), [task], env_factory=eval_env(Params()), max_turns=0, max_new_tokens=64
+        )[0]
     finally:
         handle.remove()
     assert episode.completion_ids[len(call_turn) - 1] == end_of_turn
@@ -159,7 +168,8 @@ def test_calls_in_the_templates_own_tags_are_parsed_and_written_back():
     tokenizer = toy_tokenizer()
     tokenizer.add_tokens(["<function_call>", "</function_call>"])
     tokenizer.chat_template = trl_templates.qwen2_5_training_chat_template.replace(
-        "<tool_call>", "<function_call>").replace("</tool_call>", "</function_call>")
+        "<tool_call>", "<function_call>"
+    ).replace("</tool_call>", "</function_call>")
     fmt = chat_format(tokenizer)
     assert (fmt.call_open, fmt.call_close) == ("<function_call>", "</function_call>")
     task = single_task(1)
@@ -186,8 +196,9 @@ def test_installing_a_named_template_adds_its_tokens_and_resizes(name):
     assert fmt.end_of_turn == spec.end_of_turn
     # the gold calls written by the template decode back to the same calls
     task = single_task(2)
-    assert parse_tool_calls(fmt.turn_text(tokenizer, rendered_call_turn(tokenizer, task))).calls == \
-        task["gold_steps"][0]
+    assert (
+        parse_tool_calls(fmt.turn_text(tokenizer, rendered_call_turn(tokenizer, task))).calls == task["gold_steps"][0]
+    )
     assert install_chat_template(model, tokenizer, name) == []  # idempotent: a saved policy reloads the same
 
 
@@ -202,9 +213,23 @@ def test_slca_train_on_a_policy_that_cannot_render_tools_exits_with_one_line(tmp
     raw = small_raw(tmp_path, max_steps=1)
     raw["project"] = {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    result = subprocess.run([str(Path(sys.executable).with_name("slca")), "train", "--params",
-                             str(tmp_path / "params.yaml"), "--estimator", "slca", "--seed", "0"],
-                            check=False, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("slca")),
+            "train",
+            "--params",
+            str(tmp_path / "params.yaml"),
+            "--estimator",
+            "slca",
+            "--seed",
+            "0",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "does not render the offered tools" in lines[0], result.stderr[-2000:]
@@ -220,15 +245,22 @@ def test_lora_sft_through_an_installed_template_that_adds_tokens(tmp_path):
     tokenizer.chat_template = None
     build_tiny_model(TINY, tokenizer, 0).save_pretrained(tmp_path / "base")
     tokenizer.save_pretrained(tmp_path / "base")
-    params = Params.model_validate({"policy": {"model_path": str(tmp_path / "base"), "chat_template": "gemma3_tools",
-                                               "lora": {"enabled": True}},
-                                    "sft": {"max_steps": 2, "n_examples": 4, "threads": 1}})
+    params = Params.model_validate(
+        {
+            "policy": {
+                "model_path": str(tmp_path / "base"),
+                "chat_template": "gemma3_tools",
+                "lora": {"enabled": True},
+            },
+            "sft": {"max_steps": 2, "n_examples": 4, "threads": 1},
+        }
+    )
     model, trained_tokenizer, metrics = train_sft(params, tasks)
     assert metrics["sft_steps"] == 2
     save_atomically(model, trained_tokenizer, tmp_path / "sft", metrics)
     assert not (tmp_path / "sft" / "adapter_config.json").exists()
-    reloaded, reloaded_tokenizer = load_policy(tmp_path / "sft", Params.model_validate(
-        {"policy": {"model_path": None, "chat_template": "gemma3_tools"}}))
+    reloaded, reloaded_tokenizer = load_policy(
+        tmp_path / "sft", Params.model_validate({"policy": {"model_path": None, "chat_template": "gemma3_tools"}})
+    )
     assert chat_format(reloaded_tokenizer, reloaded).end_of_turn == "<end_of_turn>"
     assert reloaded.get_input_embeddings().weight.shape[0] == len(reloaded_tokenizer)
-

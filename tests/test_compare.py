@@ -23,18 +23,21 @@ def test_mean_std_uses_the_sample_std():
 
 
 def test_summarise_and_table_cells():
-    table = summarise({"slca": [{"indomain.success": 0.8}, {"indomain.success": 0.6}],
-                       "grpo": [{"indomain.success": 0.5}]})
+    table = summarise(
+        {"slca": [{"indomain.success": 0.8}, {"indomain.success": 0.6}], "grpo": [{"indomain.success": 0.5}]}
+    )
     assert table["slca"]["indomain.success"] == (pytest.approx(0.7), pytest.approx(0.1414213, rel=1e-5), 2)
     text = markdown_table(table, ["indomain.success"])
     assert "| Success | 0.700 ± 0.141 (n=2) | 0.500 ± 0.000 (n=1) |" in text
 
 
 def _params(tmp_path) -> Params:
-    return parse_params({
-        "train": {"out_dir": str(tmp_path / "models"), "estimators": ["slca", "grpo"], "seeds": [0, 1]},
-        "eval": {"out_dir": str(tmp_path / "reports" / "eval")},
-    })
+    return parse_params(
+        {
+            "train": {"out_dir": str(tmp_path / "models"), "estimators": ["slca", "grpo"], "seeds": [0, 1]},
+            "eval": {"out_dir": str(tmp_path / "reports" / "eval")},
+        }
+    )
 
 
 def test_run_compare_writes_markdown_plots_and_logs(tmp_path, mlflow_store):

@@ -15,9 +15,7 @@ from slca.credit.advantages import EPS
 T = 12
 
 
-def _reference_norm(
-    values: list[float], members: list[bool], groups: list[int], scale: bool
-) -> list[float]:
+def _reference_norm(values: list[float], members: list[bool], groups: list[int], scale: bool) -> list[float]:
     """Loop reference of the per-group segment normalisation (DESIGN §1 step 3)."""
     out = [0.0] * len(values)
     for g in set(groups):
@@ -73,9 +71,7 @@ def batches(draw, all_have_tool: bool = False):
             row[0], row[1], row[2] = 1, 0, 1  # at least two runs: a tool segment exists
         rows.append(row)
     mask = torch.tensor(rows)
-    rewards = st.integers(-20, 20).map(
-        lambda k: k / 20
-    )  # a reward grid keeps float32 error far below atol
+    rewards = st.integers(-20, 20).map(lambda k: k / 20)  # a reward grid keeps float32 error far below atol
     r_tool = draw(st.lists(rewards, min_size=n, max_size=n))
     r_sum = draw(st.lists(rewards, min_size=n, max_size=n))
     groups = draw(st.lists(st.sampled_from([-3, 0, 7, 1000]), min_size=n, max_size=n))
@@ -84,8 +80,10 @@ def batches(draw, all_have_tool: bool = False):
 
 def _extra(r_tool, r_sum):
     """Baseline reward inputs that differ from R_tool, so a wrong input shows."""
-    return {"call_accuracy": [round(1.0 - abs(t), 2) for t in r_tool],
-            "rltr_reward": [round(t - 0.5 * s, 2) for t, s in zip(r_tool, r_sum)]}
+    return {
+        "call_accuracy": [round(1.0 - abs(t), 2) for t in r_tool],
+        "rltr_reward": [round(t - 0.5 * s, 2) for t, s in zip(r_tool, r_sum)],
+    }
 
 
 @settings(max_examples=60, deadline=None)
@@ -99,9 +97,7 @@ def test_estimators_match_loop_reference(batch, name, scale, weights):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
     extra = _extra(r_tool, r_sum)
-    got = compute_advantages(
-        name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights, extra=extra
-    )
+    got = compute_advantages(name, r_tool, r_sum, tool, summary, groups, scale_std=scale, weights=weights, extra=extra)
     want = _reference(name, r_tool, r_sum, tool, summary, groups, scale, weights, extra)
     assert got.shape == mask.shape and torch.isfinite(got).all()
     assert torch.allclose(got.double(), want, atol=2e-4, rtol=1e-4)
@@ -125,9 +121,7 @@ def test_weights_scale_each_segment_linearly(batch, w_tool, w_sum):
     mask, r_tool, r_sum, groups = batch
     tool, summary = segment_masks(mask)
     unit = compute_advantages("slca", r_tool, r_sum, tool, summary, groups)
-    scaled = compute_advantages(
-        "slca", r_tool, r_sum, tool, summary, groups, weights=(w_tool, w_sum)
-    )
+    scaled = compute_advantages("slca", r_tool, r_sum, tool, summary, groups, weights=(w_tool, w_sum))
     assert torch.allclose(scaled[tool], w_tool * unit[tool], atol=1e-5)
     assert torch.allclose(scaled[summary], w_sum * unit[summary], atol=1e-5)
 
@@ -174,8 +168,15 @@ def test_zero_variance_and_singleton_groups_give_zero_not_nan():
     mask = torch.tensor([[1, 0, 1]] * 5)
     tool, summary = segment_masks(mask)
     for name in list_estimators():
-        adv = compute_advantages(name, [0.3] * 5, [0.7] * 5, tool, summary, [1, 1, 1, 2, 3],
-                                 extra={"call_accuracy": [0.5] * 5, "rltr_reward": [-0.25] * 5})
+        adv = compute_advantages(
+            name,
+            [0.3] * 5,
+            [0.7] * 5,
+            tool,
+            summary,
+            [1, 1, 1, 2, 3],
+            extra={"call_accuracy": [0.5] * 5, "rltr_reward": [-0.25] * 5},
+        )
         assert torch.isfinite(adv).all() and adv.abs().max() < 1e-6, name
 
 
@@ -190,9 +191,7 @@ def test_members_without_segment_and_lonely_segments_get_zero():
 def test_mean_only_when_std_scaling_is_off():
     mask = torch.tensor([[1, 0, 1]] * 3)
     tool, summary = segment_masks(mask)
-    adv = compute_advantages(
-        "slca", [1.0, 0.0, 0.5], [0.0, 0.0, 0.6], tool, summary, [0, 0, 0], scale_std=False
-    )
+    adv = compute_advantages("slca", [1.0, 0.0, 0.5], [0.0, 0.0, 0.6], tool, summary, [0, 0, 0], scale_std=False)
     assert adv[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0])
     assert adv[:, 2].tolist() == pytest.approx([-0.2, -0.2, 0.4])
 
@@ -221,19 +220,14 @@ def test_toolpo_and_rltr_against_hand_computed_values():
     tool, summary = segment_masks(mask)
     r_tool, r_sum = [1.0, 0.0, 0.5], [0.0, 1.0, 0.5]
     extra = {"call_accuracy": [1.0, 0.0, 0.5], "rltr_reward": [1.0, -1.0, 0.75]}
-    toolpo = compute_advantages(
-        "toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 3.0), extra=extra
-    )
+    toolpo = compute_advantages("toolpo", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(0.5, 3.0), extra=extra)
     assert toolpo[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0], abs=1e-5)
     assert toolpo[:, 2].tolist() == pytest.approx([0.0, 0.0, 0.0], abs=1e-6)
-    rltr = compute_advantages(
-        "rltr", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(4.0, 4.0), extra=extra
-    )
+    rltr = compute_advantages("rltr", r_tool, r_sum, tool, summary, [0, 0, 0], weights=(4.0, 4.0), extra=extra)
     std = math.sqrt((0.75**2 + 1.25**2 + 0.5**2) / 2)
     assert rltr[:, 0].tolist() == pytest.approx([0.75 / std, -1.25 / std, 0.5 / std], abs=1e-5)
     assert (rltr[:, 2] == 0).all() and (rltr[:, 1] == 0).all()
-    grpo = compute_advantages("grpo", [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], tool, summary, [0, 0, 0],
-                              weights=(5.0, 5.0))
+    grpo = compute_advantages("grpo", [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], tool, summary, [0, 0, 0], weights=(5.0, 5.0))
     assert grpo[0, 0].item() == pytest.approx(2 / math.sqrt(3), abs=1e-5)  # λ does not scale GRPO
 
 
@@ -277,9 +271,9 @@ def test_gdpo_normalises_abstainers_with_the_callers():
 
 def test_baselines_name_the_missing_reward_input():
     tool, summary = segment_masks(torch.tensor([[1, 0, 1], [1, 0, 1]]))
-    with pytest.raises(ValueError, match="toolpo.*call_accuracy"):
+    with pytest.raises(ValueError, match=r"toolpo.*call_accuracy"):
         compute_advantages("toolpo", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
-    with pytest.raises(ValueError, match="rltr.*rltr_reward"):
+    with pytest.raises(ValueError, match=r"rltr.*rltr_reward"):
         compute_advantages("rltr", [0.0, 1.0], [0.0, 1.0], tool, summary, [0, 0])
 
 
@@ -292,9 +286,7 @@ def test_registry_errors_and_extension():
         register("slca")(lambda x: x.tool_mask.float())
     register("test_constant_one")(lambda x: x.tool_mask.float() + x.summary_mask.float())
     assert "test_constant_one" in list_estimators()
-    assert compute_advantages("test_constant_one", [0.0], [0.0], tool, summary, [0]).tolist() == [
-        [1, 0, 1]
-    ]
+    assert compute_advantages("test_constant_one", [0.0], [0.0], tool, summary, [0]).tolist() == [[1, 0, 1]]
     with pytest.raises(ValueError, match="r_sum must have shape"):
         compute_advantages("slca", [0.0], [0.0, 1.0], tool, summary, [0])
 
@@ -306,8 +298,7 @@ def test_abstainers_join_the_tool_baseline_only_when_asked():
     r_tool, r_sum, groups = [0.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5], [0, 0, 0, 0]
     paper = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, groups)
     assert torch.equal(paper[0, :2], torch.zeros(2))  # a lone tool segment: no baseline, no credit
-    variant = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, groups,
-                                 abstain_in_tool_baseline=True)
+    variant = compute_advantages("slca", r_tool, r_sum, tool_mask, summary_mask, groups, abstain_in_tool_baseline=True)
     expected = (0.0 - 0.75) / (0.5 + 1e-6)  # unbiased std of [0, 1, 1, 1] is 0.5
     assert torch.allclose(variant[0, :2], torch.full((2,), expected))
     assert torch.equal(variant[1:, :2], torch.zeros(3, 2))  # abstainers have no tool tokens to credit

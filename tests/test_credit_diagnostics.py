@@ -37,9 +37,7 @@ def test_credit_diagnostics_values():
     assert m["adv_tool_mean"] == pytest.approx(0.0, abs=1e-6)
     assert m["adv_tool_absmean"] == pytest.approx(8 * HALF / 12, abs=1e-4)
     assert m["adv_summary_absmean"] == pytest.approx(HALF, abs=1e-4)
-    assert m["corr_r_tool_r_sum"] == pytest.approx(
-        float(torch.corrcoef(torch.stack([R_TOOL, R_SUM]))[0, 1]), abs=1e-6
-    )
+    assert m["corr_r_tool_r_sum"] == pytest.approx(float(torch.corrcoef(torch.stack([R_TOOL, R_SUM]))[0, 1]), abs=1e-6)
     assert m["zero_var_tool_frac"] == pytest.approx(1 / 3)
     assert m["zero_var_summary_frac"] == 0.0
     assert m["zero_var_any_frac"] == pytest.approx(1 / 3)
@@ -76,15 +74,11 @@ def _tiny_model_and_losses():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(11, 8), torch.nn.Linear(8, 11))
     tokens = torch.randint(0, 11, (3, 6))
-    tool, summary = segment_masks(
-        torch.tensor([[1, 1, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
-    )
+    tool, summary = segment_masks(torch.tensor([[1, 1, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0]]))
 
     def masked_loss(mask: torch.Tensor) -> torch.Tensor:
         logits = model(tokens[:, :-1])
-        nll = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, 11), tokens[:, 1:].reshape(-1), reduction="none"
-        )
+        nll = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), tokens[:, 1:].reshape(-1), reduction="none")
         weight = mask[:, 1:].reshape(-1).float()
         return (nll * weight).sum() / weight.sum().clamp(min=1)
 
@@ -114,9 +108,7 @@ def test_segment_gradient_stats_extremes():
     assert same["cos"] == pytest.approx(1.0, abs=1e-6)
     opposite = segment_gradient_stats(model, lambda: masked_loss(tool), lambda: -masked_loss(tool))
     assert opposite["cos"] == pytest.approx(-1.0, abs=1e-6)
-    nothing = segment_gradient_stats(
-        model, lambda: masked_loss(tool), lambda: masked_loss(torch.zeros_like(tool))
-    )
+    nothing = segment_gradient_stats(model, lambda: masked_loss(tool), lambda: masked_loss(torch.zeros_like(tool)))
     assert nothing["norm_summary"] == 0.0 and nothing["cos"] == 0.0
 
 
@@ -129,10 +121,32 @@ def test_segment_normalisation_bias_on_a_no_call_task_and_a_cut_summary():
     summaries look better than they are, so the paper's rule lowers them (bias −0.53, +0.26)."""
     from slca.credit import bias_by_kind, segment_normalisation_bias
 
-    tool = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0],
-                         [1, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool)
-    summary = torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0],
-                            [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    tool = torch.tensor(
+        [
+            [1, 1, 0, 0],
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+            [1, 0, 0, 0],
+            [1, 0, 0, 0],
+            [1, 1, 1, 1],
+            [1, 1, 1, 1],
+        ],
+        dtype=torch.bool,
+    )
+    summary = torch.tensor(
+        [
+            [0, 0, 1, 1],
+            [1, 1, 0, 0],
+            [1, 1, 0, 0],
+            [1, 1, 0, 0],
+            [0, 1, 1, 0],
+            [0, 1, 1, 0],
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+        ],
+        dtype=torch.bool,
+    )
     r_tool = [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     r_sum = [0.5, 0.5, 0.5, 0.5, 0.9, 0.5, 0.0, 0.0]
     bias = segment_normalisation_bias(r_tool, r_sum, tool, summary, [0, 0, 0, 0, 1, 1, 1, 1])
@@ -148,5 +162,6 @@ def test_segment_normalisation_bias_on_a_no_call_task_and_a_cut_summary():
     assert metrics["segbias/tool_mean.no_call"] == pytest.approx(1.5, abs=1e-5)
     assert metrics["segbias/tool_mean.multi_step"] == pytest.approx(0.0, abs=1e-9)
     assert metrics["segbias/summary_abs.multi_step"] == pytest.approx(
-        (abs(bias["summary"][4].item()) + abs(bias["summary"][5].item())) / 2)
+        (abs(bias["summary"][4].item()) + abs(bias["summary"][5].item())) / 2
+    )
     assert "segbias/tool_mean.single" not in metrics

@@ -67,8 +67,10 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert app.selectbox(key="credit_step").value == 1
     assert app.selectbox(key="credit_kind").options == ["all kinds", "parallel", "single"]
     group = app.selectbox(key="credit_group")
-    assert group.options == ["group 0 · weather-001 · single · 2 rollouts · flips tool 8 / summary 0",
-                             "group 1 · weather-002 · parallel · 2 rollouts · flips tool 0 / summary 0"]
+    assert group.options == [
+        "group 0 · weather-001 · single · 2 rollouts · flips tool 8 / summary 0",
+        "group 1 · weather-002 · parallel · 2 rollouts · flips tool 0 / summary 0",
+    ]
     assert app.radio(key="credit_view").options == ["slca (active estimator)", "GRPO", "side by side"]
     page = markdown_text(app)
     assert page.count('class="slca-rollout"') == 2 and page.count('data-view="estimator"') == 2
@@ -95,7 +97,8 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert [o.split(" · ")[1] for o in app.selectbox(key="credit_group").options] == ["weather-001"]
     app.selectbox(key="credit_kind").set_value("parallel").run()
     assert [i.value for i in app.info] == [
-        "no prompt group of step 1 matches the filters: clear them or pick another step"]
+        "no prompt group of step 1 matches the filters: clear them or pick another step"
+    ]
     app.checkbox(key="credit_only_flips").uncheck().run()
     app.checkbox(key="credit_only_disagree").check().run()
     assert any("matches the filters" in i.value for i in app.info)
@@ -131,14 +134,16 @@ def test_app_renders_all_pages_from_the_store(project, monkeypatch):
     assert app.multiselect(key="curve_Rewards").value == ["reward", "rewards/r_tool/mean"]
     assert app.multiselect(key="curve_Credit diagnostics").value == ["credit/misattribution_rate"]
     assert {"**reward**", "**rewards/components/fmt**", "**credit/misattribution_rate**"} <= {
-        m.value for m in app.markdown}
+        m.value for m in app.markdown
+    }
     charts = app.get("vega_lite_chart")
     assert len(charts) == 4 and all('"step"' in chart.proto.spec for chart in charts)
 
     # evaluation: mean ± std over seeds, MLflow runs plus the on-disk report
     open_page(app, "Evaluation comparison")
-    table = next(d.value for d in app.dataframe if "indomain.success" in d.value.columns
-                 and d.value.index.name == "estimator")
+    table = next(
+        d.value for d in app.dataframe if "indomain.success" in d.value.columns and d.value.index.name == "estimator"
+    )
     assert table.loc["slca", "indomain.success"] == "0.550 ± 0.071 (n=2)"
     assert table.loc["grpo", "indomain.success"] == "0.300 ± 0.000 (n=1)"
     assert table.loc["toolpo", "indomain.success"] == "0.450 ± 0.000 (n=1)"
@@ -161,8 +166,10 @@ def test_app_says_what_to_do_without_a_store(tmp_path, monkeypatch):
     infos = [i.value for name in PAGES for i in open_page(app, name).info]
     missing = f"no tracking store at {tmp_path / 'mlflow.db'}: run `make run` first or point the URI elsewhere"
     assert infos[:3] == [missing] * 3  # credit attribution, run comparison, training curves
-    assert infos[3] == f"no evaluate runs in sqlite:///{tmp_path / 'mlflow.db'} and no reports in " \
-                       f"{tmp_path / 'reports' / 'eval'}: run `make run` first"
+    assert (
+        infos[3] == f"no evaluate runs in sqlite:///{tmp_path / 'mlflow.db'} and no reports in "
+        f"{tmp_path / 'reports' / 'eval'}: run `make run` first"
+    )
     assert infos[4] == f"no simulator calibration yet ({missing}): run `slca calibrate` or `make run` first"
     assert not (tmp_path / "mlflow.db").exists()  # the dashboard never creates a store
 
@@ -176,8 +183,10 @@ def test_app_with_an_empty_store(project, monkeypatch, tmp_path):
         infos += [i.value for i in app.info]
         drawn += [*app.dataframe, *app.get("vega_lite_chart")]
     assert infos[:3] == [f"no train runs in {empty}: run `make run` first"] * 3
-    assert infos[4] == f"no simulator calibration yet (no {tmp_path / 'reports' / 'calibration.json'} and " \
-                       f"no calibrate run in {empty}): run `slca calibrate` or `make run` first"
+    assert (
+        infos[4] == f"no simulator calibration yet (no {tmp_path / 'reports' / 'calibration.json'} and "
+        f"no calibrate run in {empty}): run `slca calibrate` or `make run` first"
+    )
     assert not drawn
 
 

@@ -2,7 +2,8 @@
 against an MLflow store filled by a real tiny training run (slca and grpo, scripted turns), and
 headless Chromium (Debian's `chromium` + `chromium-driver`, installed by `make test`) opens the
 credit page, picks a prompt group, toggles GRPO, checks the token spans and the sign-flip count,
-and saves the screenshots the README shows (docs/, or `SLCA_SCREENSHOT_DIR`). An empty store must
+and saves the screenshots the docs show (to a temporary folder, so a test run leaves the checkout
+unchanged; `SLCA_SCREENSHOT_DIR=docs` refreshes docs/credit_explorer*.png). An empty store must
 show a message, not a traceback. Without Chromium the test fails; `SLCA_SKIP_BROWSER_TESTS=1` opts out.
 """
 
@@ -24,7 +25,7 @@ from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_ta
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 OPT_OUT = "SLCA_SKIP_BROWSER_TESTS"
-SHOTS = Path(os.environ.get("SLCA_SCREENSHOT_DIR") or REPO / "docs")
+SHOTS = Path(os.environ["SLCA_SCREENSHOT_DIR"]) if os.environ.get("SLCA_SCREENSHOT_DIR") else None  # else tmp
 START_TIMEOUT_S, WAIT_S = 120, 60
 WINDOW = (1500, 2100)
 
@@ -34,8 +35,10 @@ def require_browser() -> None:
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
     if not missing:
         return
-    message = (f"{', '.join(missing)} missing: `make test` installs Debian's chromium and chromium-driver "
-               f"(or `apt-get install chromium chromium-driver`); {OPT_OUT}=1 skips the browser tests")
+    message = (
+        f"{', '.join(missing)} missing: `make test` installs Debian's chromium and chromium-driver "
+        f"(or `apt-get install chromium chromium-driver`); {OPT_OUT}=1 skips the browser tests"
+    )
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(message)
     pytest.fail(message)
@@ -51,9 +54,25 @@ def serve(uri: str, folder: Path) -> tuple[subprocess.Popen, str]:
     """`slca dashboard` on a free loopback port; returns the process and its URL."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    server = subprocess.Popen([sys.executable, "-m", "slca.cli", "dashboard", "--tracking-uri", uri,
-                               "--project-dir", str(folder), "--port", str(port)], cwd=folder, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slca.cli",
+            "dashboard",
+            "--tracking-uri",
+            uri,
+            "--project-dir",
+            str(folder),
+            "--port",
+            str(port),
+        ],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return server, f"http://127.0.0.1:{port}"
 
 
@@ -130,8 +149,14 @@ def browser(dashboards):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 f"--window-size={WINDOW[0]},{WINDOW[1]}", "--hide-scrollbars"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--hide-scrollbars",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(WAIT_S)
@@ -143,8 +168,9 @@ def wait_for(driver, condition, message: str):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.2, ignored_exceptions=(
-        StaleElementReferenceException,)).until(condition, message)
+    return WebDriverWait(
+        driver, WAIT_S, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition, message)
 
 
 def css(driver, selector: str) -> list:
@@ -157,12 +183,14 @@ def settle(driver) -> None:
     """Wait until the app has finished its run (no 'Running…' widget) and assert it shows no error."""
     wait_for(driver, lambda d: not css(d, '[data-testid="stStatusWidget"]'), "the app kept running")
     time.sleep(0.5)  # the last delta paints after the status widget goes
-    errors = [e.get_attribute("textContent") for e in css(driver, '[data-testid="stException"], '
-                                                                 '[data-testid="stAlertContentError"]')]
+    errors = [
+        e.get_attribute("textContent")
+        for e in css(driver, ('[data-testid="stException"], [data-testid="stAlertContentError"]'))
+    ]
     assert not errors, errors
 
 
-def screenshot(driver, name: str, folder: Path = SHOTS) -> Path:
+def screenshot(driver, name: str, folder: Path) -> Path:
     """The window as PNG, written to a temporary name then renamed."""
     folder.mkdir(parents=True, exist_ok=True)
     driver.execute_script("document.activeElement && document.activeElement.blur()")  # no caret in the picture
@@ -195,8 +223,13 @@ def test_credit_explorer_in_chromium(dashboards, browser, tmp_path):
     assert len(options) == 2  # prompts_per_step = 2 groups of num_generations = 4
     options[-1].click()
     label = re.compile(r"group (\d+) · \S+ · (\w+) · (\d+) rollouts · flips tool (\d+) / summary (\d+)")
-    chosen = wait_for(driver, lambda d: label.search(selected(d, "credit_group")) if selected(
-        d, "credit_group").startswith("group 1 ") else None, "group 1 was not selected")
+    chosen = wait_for(
+        driver,
+        lambda d: (
+            label.search(selected(d, "credit_group")) if selected(d, "credit_group").startswith("group 1 ") else None
+        ),
+        "group 1 was not selected",
+    )
     settle(driver)
     _, kind, rollouts, tool_flips, summary_flips = chosen.groups()
     assert kind in ("single", "parallel", "multiple", "multi_step", "no_call")  # the trainer writes the task kind
@@ -206,28 +239,35 @@ def test_credit_explorer_in_chromium(dashboards, browser, tmp_path):
     assert int(tool_flips) + int(summary_flips) > 0  # scripted good and bad turns: the signs part ways
     assert len(css(driver, ".slca-tokens[data-view='estimator'] .slca-flip")) == int(tool_flips) + int(summary_flips)
     estimator_tokens = css(driver, ".slca-tokens[data-view='estimator'] .slca-tok")
-    learned = css(driver, ".slca-tokens[data-view='estimator'] .slca-tool, "
-                          ".slca-tokens[data-view='estimator'] .slca-summary")
+    learned = css(
+        driver, (".slca-tokens[data-view='estimator'] .slca-tool, .slca-tokens[data-view='estimator'] .slca-summary")
+    )
     assert learned and all("background" in t.get_attribute("style") for t in learned[:40])  # coloured by A
     assert all(not t.get_attribute("style") for t in css(driver, ".slca-env")[:40])  # masked: grey, no A
     assert "R_tool" in rows[0].text and "R_sum" in rows[0].text and "fmt" in rows[0].text
-    screenshot(driver, "credit_explorer.png")
+    screenshot(driver, "credit_explorer.png", SHOTS or tmp_path)
 
     # toggle GRPO: the same tokens, GRPO's colours, the same flips counted
     next(e for e in css(driver, ".st-key-credit_view [data-testid='stRadioOption']") if e.text == "GRPO").click()
-    wait_for(driver, lambda d: css(d, ".slca-tokens[data-view='grpo']") and not css(
-        d, ".slca-tokens[data-view='estimator']"), "the GRPO view did not replace the estimator view")
+    wait_for(
+        driver,
+        lambda d: css(d, ".slca-tokens[data-view='grpo']") and not css(d, ".slca-tokens[data-view='estimator']"),
+        "the GRPO view did not replace the estimator view",
+    )
     settle(driver)
     grpo_tokens = css(driver, ".slca-tokens[data-view='grpo'] .slca-tok")
     assert len(grpo_tokens) == len(estimator_tokens)
     assert flip_count(driver) == (int(tool_flips), int(summary_flips))
     assert len(css(driver, ".slca-tokens[data-view='grpo'] .slca-flip")) == int(tool_flips) + int(summary_flips)
-    screenshot(driver, "credit_explorer_grpo.png")
+    screenshot(driver, "credit_explorer_grpo.png", SHOTS or tmp_path)
 
     # the run comparison overlays slca-s0 and grpo-s0
     next(t for t in css(driver, '[data-testid="stTab"]') if t.text == "Run comparison").click()
-    wait_for(driver, lambda d: len([c for c in css(d, '[data-testid="stVegaLiteChart"]') if c.is_displayed()]) >= 3,
-             "the run comparison drew no curves")
+    wait_for(
+        driver,
+        lambda d: len([c for c in css(d, '[data-testid="stVegaLiteChart"]') if c.is_displayed()]) >= 3,
+        "the run comparison drew no curves",
+    )
     settle(driver)
     chosen_runs = css(driver, ".st-key-compare_runs")[0].get_attribute("textContent")
     assert "slca-s0" in chosen_runs and "grpo-s0" in chosen_runs

@@ -56,7 +56,9 @@ def test_tokens_html_escapes_tokens_and_colours_learned_tokens_only():
     assert "slca-flip" not in page and data.FLIP_STYLE not in page
     flips = [False] * len(TOOL) + [False] * len(ENV) + [True] + [False] * (len(SUMMARY) - 1)
     outlined = data.tokens_html(row, "advantages", scale, flips)
-    assert outlined.count("slca-tok slca-summary slca-flip") == 1 and f".slca-flip{{{data.FLIP_STYLE}}}" in data.TOKEN_CSS
+    assert (
+        outlined.count("slca-tok slca-summary slca-flip") == 1 and f".slca-flip{{{data.FLIP_STYLE}}}" in data.TOKEN_CSS
+    )
     assert "summary · A=-1.2000 · sign differs from GRPO" in outlined
 
 
@@ -67,9 +69,11 @@ def test_token_text_shows_whitespace_and_escapes_dollars():
 
 
 def test_mean_std_table_over_seeds():
-    records = [{"estimator": "slca", "metrics": {"indomain.success": 0.6, "x": float("nan")}},
-               {"estimator": "slca", "metrics": {"indomain.success": 0.5}},
-               {"estimator": "grpo", "metrics": {"indomain.success": 0.3, "bfcl.acc": 0.2}}]
+    records = [
+        {"estimator": "slca", "metrics": {"indomain.success": 0.6, "x": float("nan")}},
+        {"estimator": "slca", "metrics": {"indomain.success": 0.5}},
+        {"estimator": "grpo", "metrics": {"indomain.success": 0.3, "bfcl.acc": 0.2}},
+    ]
     table = data.mean_std(records)
     mean, std, n = table["slca"]["indomain.success"]
     assert (mean, n) == (pytest.approx(0.55), 2) and std == pytest.approx(math.sqrt(0.005))
@@ -82,8 +86,17 @@ def test_mean_std_table_over_seeds():
 
 
 def test_group_metric_keys():
-    groups = data.group_metric_keys(["reward", "rewards/r_tool/mean", "rewards/components/fmt",
-                                     "credit/contamination", "kl", "reward_std", "rewards/r_toolx"])
+    groups = data.group_metric_keys(
+        [
+            "reward",
+            "rewards/r_tool/mean",
+            "rewards/components/fmt",
+            "credit/contamination",
+            "kl",
+            "reward_std",
+            "rewards/r_toolx",
+        ]
+    )
     assert groups["Rewards"] == ["reward", "reward_std", "rewards/r_tool/mean"]
     assert groups["Reward components"] == ["rewards/components/fmt"]
     assert groups["Credit diagnostics"] == ["credit/contamination"]
@@ -124,8 +137,10 @@ def test_calibration_table_and_fallback_to_metrics(tmp_path):
     assert frame.loc["latency_us", "params knobs, held out"] == pytest.approx(42.5)
     assert data.calibration_by_kind(report).loc["missing_required", "verdict_agreement"] == 0.875
     grid = data.calibration_grid(report)
-    assert grid.to_dict("records") == [{"stage": 1, "knob:check_ranges": True, "error_f1": 0.97},
-                                       {"stage": 1, "knob:check_ranges": False, "error_f1": 0.9}]
+    assert grid.to_dict("records") == [
+        {"stage": 1, "knob:check_ranges": True, "error_f1": 0.97},
+        {"stage": 1, "knob:check_ranges": False, "error_f1": 0.9},
+    ]
     partial = data.calibration_from_metrics({"heldout.error_f1": 0.9, "search.conformance": 1.0, "grid/x": 3})
     assert partial["heldout"] == {"error_f1": 0.9} and partial["search"] == {"conformance": 1.0}
     assert data.load_calibration(tmp_path / "none.json")[0] is None
@@ -144,23 +159,31 @@ def test_missing_sqlite_store_is_one_clear_line(tmp_path, monkeypatch):
     assert data.tracking_uri("") == data.DEFAULT_URI
     assert data.tracking_uri(" sqlite:///x.db ") == "sqlite:///x.db"
     uri = f"sqlite:///{tmp_path / 'absent.db'}"
-    with pytest.raises(data.StoreError, match="no tracking store at .*absent.db: run `make run` first"):
+    with pytest.raises(data.StoreError, match=r"no tracking store at .*absent\.db: run `make run` first"):
         data.list_runs(uri, "train")
     assert not (tmp_path / "absent.db").exists()  # reading never creates a store
 
 
 def test_run_comparison_frames_match_evaluations_to_train_runs():
     def run(stage, estimator, seed, start, metrics=None):
-        return data.RunRow(f"{estimator}{seed}{start}", "r", stage, estimator, str(seed), "FINISHED", start,
-                           metrics or {})
+        return data.RunRow(
+            f"{estimator}{seed}{start}", "r", stage, estimator, str(seed), "FINISHED", start, metrics or {}
+        )
 
     train = [run("train", "slca", 0, 9), run("train", "grpo", 0, 8), run("train", "slca", 1, 7)]
     assert [r.run_id for r in data.default_comparison(train)] == ["slca09", "grpo08"]
     assert [r.run_id for r in data.default_comparison(train, limit=1)] == ["slca09"]
-    evaluations = [run("evaluate", "slca", 0, 1, {"indomain.success.single": 0.2}),
-                   run("evaluate", "slca", 0, 5, {"indomain.success.single": 0.6, "indomain.success.parallel": 0.4,
-                                                  "indomain.success": 0.5}),
-                   run("evaluate", "grpo", 0, 3, {"indomain.success.single": 0.3})]
+    evaluations = [
+        run("evaluate", "slca", 0, 1, {"indomain.success.single": 0.2}),
+        run(
+            "evaluate",
+            "slca",
+            0,
+            5,
+            {"indomain.success.single": 0.6, "indomain.success.parallel": 0.4, "indomain.success": 0.5},
+        ),
+        run("evaluate", "grpo", 0, 3, {"indomain.success.single": 0.3}),
+    ]
     frame = data.kind_success_frame(train, evaluations)
     slca, grpo = train[0].label, train[1].label
     assert list(frame.columns) == [slca, grpo] and list(frame.index) == ["parallel", "single"]

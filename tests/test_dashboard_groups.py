@@ -12,7 +12,9 @@ from slca import dashboard_groups as groups
 def test_samples_split_into_prompt_groups_by_the_trainers_group_id():
     found = groups.sample_groups(sample())
     assert [(g.group, g.prompt_id, g.kind, len(g.rollouts)) for g in found] == [
-        (0, "weather-001", "single", 2), (1, "weather-002", "parallel", 2)]
+        (0, "weather-001", "single", 2),
+        (1, "weather-002", "parallel", 2),
+    ]
     assert found[0].flips == ({"tool": len(TOOL), "summary": 0}, {"tool": len(TOOL), "summary": 0})
     assert found[0].flip_total == {"tool": 2 * len(TOOL), "summary": 0} and found[0].has_flips
     assert found[1].flip_total == {"tool": 0, "summary": 0} and not found[1].has_flips
@@ -24,8 +26,10 @@ def test_samples_without_group_ids_are_cut_into_runs_of_num_generations():
     for row in rows:
         del row["group"], row["kind"]
     found = groups.sample_groups({"rollouts": rows}, num_generations=2)
-    assert [(g.group, g.prompt_id, g.kind) for g in found] == [(0, "weather-001", "unknown"),
-                                                               (1, "weather-002", "unknown")]
+    assert [(g.group, g.prompt_id, g.kind) for g in found] == [
+        (0, "weather-001", "unknown"),
+        (1, "weather-002", "unknown"),
+    ]
     assert [len(g.rollouts) for g in groups.sample_groups({"rollouts": rows}, num_generations=4)] == [4]
     assert groups.sample_groups({"rollouts": []}) == []
 
@@ -83,7 +87,8 @@ def test_group_html_outlines_flipped_tokens_and_shows_rewards():
     assert both.count('data-view="estimator"') == 2 and both.count('data-view="grpo"') == 2
     assert groups.flip_summary_html(group) == (
         '<div class="slca-flip-count" data-tool="8" data-summary="0"><b>tokens whose sign flips between the '
-        "estimator and GRPO</b>: tool 8 · summary 0</div>")
+        "estimator and GRPO</b>: tool 8 · summary 0</div>"
+    )
 
 
 def test_group_frame_lists_rewards_components_means_and_flips():

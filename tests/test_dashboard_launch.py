@@ -40,8 +40,11 @@ def test_launch_command_binds_loopback_by_default() -> None:
 
 def test_launch_env_fixes_the_store_and_the_folder(tmp_path) -> None:
     env = data.launch_env(None, tmp_path, {"PATH": "/bin"})
-    assert env == {"PATH": "/bin", "SLCA_PROJECT_DIR": str(tmp_path),
-                   "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    assert env == {
+        "PATH": "/bin",
+        "SLCA_PROJECT_DIR": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+    }
     inherited = data.launch_env(None, tmp_path, {"MLFLOW_TRACKING_URI": "http://mlflow:5000"})
     assert inherited["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
     assert data.launch_env("sqlite:///x.db", tmp_path, inherited)["MLFLOW_TRACKING_URI"] == "sqlite:///x.db"
@@ -52,7 +55,7 @@ def test_cli_hands_the_process_to_streamlit_with_the_launch_settings(tmp_path, m
     monkeypatch.setattr(os, "execve", lambda path, argv, env: launched.append((path, argv, env)))
     result = CliRunner().invoke(app, ["dashboard", "--project-dir", str(tmp_path), "--tracking-uri", "sqlite:///s.db"])
     assert result.exit_code == 0, result.output
-    (path, argv, env), = launched
+    ((path, argv, env),) = launched
     assert path == sys.executable and argv == data.launch_command("127.0.0.1", 8501)
     assert env["SLCA_PROJECT_DIR"] == str(tmp_path) and env["MLFLOW_TRACKING_URI"] == "sqlite:///s.db"
     assert result.output.strip() == "dashboard: http://127.0.0.1:8501 (tracking sqlite:///s.db)"
@@ -73,7 +76,7 @@ def listening_addresses(port: int) -> set[str]:
             address, port_hex = local.split(":")
             if state == "0A" and int(port_hex, 16) == port:
                 raw = bytes.fromhex(address)
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # little-endian words
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # little-endian words
                 found.add(socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, words))
     return found
 
@@ -81,9 +84,13 @@ def listening_addresses(port: int) -> set[str]:
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the socket table of Linux")
 def test_real_launch_listens_on_loopback_only(tmp_path) -> None:
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "slca.cli", "dashboard", "--project-dir", str(tmp_path),
-                               "--port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "slca.cli", "dashboard", "--project-dir", str(tmp_path), "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not listening_addresses(port) and server.poll() is None and time.monotonic() < deadline:

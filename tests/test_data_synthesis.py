@@ -15,8 +15,20 @@ from slca.data.synthesis import KINDS, kind_counts, synthesize, template_groups
 from slca.tools import DOMAINS, World, execute, tool_map
 
 PARAMS = DataParams(n_train=150, n_val=40, n_test=40)
-ROW_KEYS = {"id", "domain", "kind", "split", "messages", "tools", "gold_steps", "gold_responses", "reference",
-            "gold_summary", "template_id", "entities"}
+ROW_KEYS = {
+    "id",
+    "domain",
+    "kind",
+    "split",
+    "messages",
+    "tools",
+    "gold_steps",
+    "gold_responses",
+    "reference",
+    "gold_summary",
+    "template_id",
+    "entities",
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +44,10 @@ def test_rows_follow_the_task_contract(rows):
             assert row["split"] == split and row["id"].startswith(f"{split}-")
             assert [m["role"] for m in row["messages"]] == ["system", "user"]
             assert "call tools" in row["messages"][0]["content"]
-            assert all(t["type"] == "function" and set(t["function"]) == {"name", "description", "parameters"}
-                       for t in row["tools"])
+            assert all(
+                t["type"] == "function" and set(t["function"]) == {"name", "description", "parameters"}
+                for t in row["tools"]
+            )
             assert len(row["gold_steps"]) == len(row["gold_responses"])
 
 
@@ -123,8 +137,13 @@ def test_holdout_partition_respects_the_fractions():
 
 def test_kind_counts_follow_the_mix():
     mix = KindMix().model_dump()
-    assert kind_counts(3000, mix) == {"single": 900, "parallel": 600, "multiple": 600, "multi_step": 600,
-                                      "no_call": 300}
+    assert kind_counts(3000, mix) == {
+        "single": 900,
+        "parallel": 600,
+        "multiple": 600,
+        "multi_step": 600,
+        "no_call": 300,
+    }
     small = kind_counts(7, mix)
     assert sum(small.values()) == 7 and min(small.values()) >= 1
     assert kind_counts(10, {**mix, "no_call": 0.0})["no_call"] == 0

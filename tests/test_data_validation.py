@@ -49,8 +49,13 @@ def corrupt(rows: dict[str, list[dict]]) -> dict[str, str]:
     train[1]["id"] = train[0]["id"]
     unoffered = next(r for r in train[2:] if r["kind"] == "single")
     unoffered["gold_steps"][0][0]["name"] = "delete_event" if unoffered["domain"] != "calendar" else "book_flight"
-    typed = next(r for r in train[2:] if r["kind"] == "multiple" and r is not unoffered
-                 and any(isinstance(v, str) for v in r["gold_steps"][0][0]["arguments"].values()))
+    typed = next(
+        r
+        for r in train[2:]
+        if r["kind"] == "multiple"
+        and r is not unoffered
+        and any(isinstance(v, str) for v in r["gold_steps"][0][0]["arguments"].values())
+    )
     arguments = typed["gold_steps"][0][0]["arguments"]
     arguments[next(k for k, v in arguments.items() if isinstance(v, str))] = 12345
     rows["val"] = [r for r in val if r["kind"] != "no_call"]
@@ -60,8 +65,14 @@ def corrupt(rows: dict[str, list[dict]]) -> dict[str, str]:
     leaky["template_id"] = train[5]["template_id"]
     entity_leak = next(r for r in test[1:] if r["entities"])
     entity_leak["entities"] = sorted(entity_leak["entities"] + [e for r in train for e in r["entities"]][:1])
-    return {"duplicate": train[0]["id"], "unoffered": unoffered["id"], "typed": typed["id"],
-            "long": long_row["id"], "template_leak": leaky["id"], "entity_leak": entity_leak["id"]}
+    return {
+        "duplicate": train[0]["id"],
+        "unoffered": unoffered["id"],
+        "typed": typed["id"],
+        "long": long_row["id"],
+        "template_leak": leaky["id"],
+        "entity_leak": entity_leak["id"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +125,12 @@ def test_stage_publishes_deterministic_outputs_and_logs_to_mlflow(store, tmp_pat
     assert json.loads((first / "reports/data_validation.json").read_text())["success"] is True
     assert validate_files(first / "data", params_in(first).data)["success"] is True
     client = mlflow.MlflowClient(store)
-    runs = client.search_runs([client.get_experiment_by_name("slca").experiment_id],
-                              "tags.`slca.stage` = 'synthesize'")
+    runs = client.search_runs([client.get_experiment_by_name("slca").experiment_id], "tags.`slca.stage` = 'synthesize'")
     assert len(runs) >= 1
     run = runs[0]
-    assert run.data.metrics["rows.train"] == 90 and run.data.metrics["rows.val.no_call"] == stats["val"]["kind"]["no_call"]
+    assert (
+        run.data.metrics["rows.train"] == 90 and run.data.metrics["rows.val.no_call"] == stats["val"]["kind"]["no_call"]
+    )
     assert run.data.params["n_train"] == "90" and run.data.params["kind_mix.single"] == "0.3"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"stats.json", "data_validation.json"} <= artifacts

@@ -59,9 +59,12 @@ def table_after(text: str, heading: str) -> list[dict[str, str]]:
 
 # ---- the tests -----------------------------------------------------------------------------------
 
+
 def test_link_parser_sees_links_not_code() -> None:
-    text = ("See [a](a.md), ![img](b.png \"title\") and [c](c.md#part).\n"
-            "`[d](d.md)` is code\n```\n[e](e.md)\n```\n[f](https://x.org/y) [g](#anchor)\n")
+    text = (
+        "See [a](a.md), ![img](b.png \"title\") and [c](c.md#part).\n"
+        "`[d](d.md)` is code\n```\n[e](e.md)\n```\n[f](https://x.org/y) [g](#anchor)\n"
+    )
     assert link_targets(text) == ["a.md", "b.png", "c.md#part", "https://x.org/y", "#anchor"]
 
 
@@ -83,8 +86,12 @@ def test_relative_links_resolve(page: Path) -> None:
     broken = [target for target, resolved in relative_file_links(page) if not resolved.exists()]
     assert not broken, f"{page.relative_to(REPO_ROOT)}: links to missing files {broken}"
     # a clean clone has only what git keeps: a link to a pipeline output (ignored by git) would break there
-    ignored = [target for target, resolved in relative_file_links(page) if resolved.is_file() and subprocess.run(
-        ["git", "check-ignore", "-q", str(resolved)], cwd=REPO_ROOT).returncode == 0]
+    ignored = [
+        target
+        for target, resolved in relative_file_links(page)
+        if resolved.is_file()
+        and subprocess.run(["git", "check-ignore", "-q", str(resolved)], check=False, cwd=REPO_ROOT).returncode == 0
+    ]
     assert not ignored, f"{page.relative_to(REPO_ROOT)}: links to files git ignores {ignored}"
 
 
@@ -98,8 +105,10 @@ def test_docs_pages_start_with_a_title_and_link_back() -> None:
 
 def test_readme_headline_table_matches_the_experiment_report() -> None:
     readme = table_after(README.read_text(encoding="utf-8"), "## Headline result")
-    report = {row["estimator"]: row
-              for row in table_after(EXPERIMENT_REPORT.read_text(encoding="utf-8"), "## Results (test split)")}
+    report = {
+        row["estimator"]: row
+        for row in table_after(EXPERIMENT_REPORT.read_text(encoding="utf-8"), "## Results (test split)")
+    }
     assert readme, "the README's headline table has no rows"
     assert {row["estimator"] for row in readme} == set(report), "the tables list different estimators"
     compared = 0
@@ -110,6 +119,7 @@ def test_readme_headline_table_matches_the_experiment_report() -> None:
             assert column in report[row["estimator"]], f"column {column!r} is not in reports/experiment.md"
             assert value == report[row["estimator"]][column], (
                 f"{row['estimator']} {column}: README {value!r}, reports/experiment.md "
-                f"{report[row['estimator']][column]!r}")
+                f"{report[row['estimator']][column]!r}"
+            )
             compared += 1
     assert "Success" in readme[0] and compared >= 2 * len(readme)

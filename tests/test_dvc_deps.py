@@ -28,12 +28,25 @@ def test_bytecode_written_by_later_stages_leaves_earlier_stages_up_to_date(tmp_p
     (package / "second.py").write_text("VALUE = 2\n")
     shutil.copy2(REPO_ROOT / ".dvcignore", tmp_path / ".dvcignore")
     write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
-        "first": {"cmd": f"{sys.executable} -c 'import pkg.first; {write}' a.txt first",
-                  "deps": ["src/pkg"], "outs": ["a.txt"]},
-        "second": {"cmd": f"{sys.executable} -c 'import pkg.second; {write}' b.txt second",
-                   "deps": ["src/pkg", "a.txt"], "outs": ["b.txt"]},
-    }}, sort_keys=False))
+    (tmp_path / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    "first": {
+                        "cmd": f"{sys.executable} -c 'import pkg.first; {write}' a.txt first",
+                        "deps": ["src/pkg"],
+                        "outs": ["a.txt"],
+                    },
+                    "second": {
+                        "cmd": f"{sys.executable} -c 'import pkg.second; {write}' b.txt second",
+                        "deps": ["src/pkg", "a.txt"],
+                        "outs": ["b.txt"],
+                    },
+                }
+            },
+            sort_keys=False,
+        )
+    )
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tmp_path / "src")  # as an editable install imports from the checkout
 

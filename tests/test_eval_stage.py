@@ -18,16 +18,29 @@ from slca.train.policy import build_tiny_model, corpus_texts, train_tokenizer
 @pytest.fixture(scope="module")
 def eval_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("evalstage")
-    params = parse_params({
-        "data": {"out_dir": str(root / "data"), "n_train": 60, "n_val": 30, "n_test": 30},
-        "policy": {"tiny": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                            "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 600}},
-        "train": {"out_dir": str(root / "models"), "max_completion_length": 12, "max_tool_turns": 1},
-        "sft": {"out_dir": str(root / "models" / "sft")},
-        "eval": {"out_dir": str(root / "reports" / "eval"), "n_test": 4,
-                 "bfcl": {"categories": ["simple_python", "irrelevance"], "limit": 2},
-                 "tau2": {"enabled": True, "domain": "mock", "max_steps": 4, "task_ids": None}},
-    })
+    params = parse_params(
+        {
+            "data": {"out_dir": str(root / "data"), "n_train": 60, "n_val": 30, "n_test": 30},
+            "policy": {
+                "tiny": {
+                    "hidden_size": 32,
+                    "num_hidden_layers": 1,
+                    "num_attention_heads": 2,
+                    "num_key_value_heads": 1,
+                    "intermediate_size": 64,
+                    "vocab_size": 600,
+                }
+            },
+            "train": {"out_dir": str(root / "models"), "max_completion_length": 12, "max_tool_turns": 1},
+            "sft": {"out_dir": str(root / "models" / "sft")},
+            "eval": {
+                "out_dir": str(root / "reports" / "eval"),
+                "n_test": 4,
+                "bfcl": {"categories": ["simple_python", "irrelevance"], "limit": 2},
+                "tau2": {"enabled": True, "domain": "mock", "max_steps": 4, "task_ids": None},
+            },
+        }
+    )
     splits = synthesize(params.data, seed=0)
     (root / "data").mkdir()
     for split, rows in splits.items():
@@ -78,8 +91,13 @@ def test_the_sft_policy_is_evaluated_like_a_run(eval_setup, mlflow_store):
 def test_evaluate_refuses_a_run_that_did_not_finish(eval_setup, mlflow_store):
     models = Path(eval_setup.train.out_dir)
     shutil.copytree(models / "slca-s0", models / "slca-s1", ignore=shutil.ignore_patterns("metrics.json"))
-    with pytest.raises(EvaluationError, match=r"models/slca-s1 holds no finished run \(metrics.json missing: "
-                                              r"killed or still running\); run `slca train --estimator slca --seed 1`"):
+    with pytest.raises(
+        EvaluationError,
+        match=(
+            r"models/slca-s1 holds no finished run \(metrics.json missing: "
+            r"killed or still running\); run `slca train --estimator slca --seed 1`"
+        ),
+    ):
         run_evaluate(eval_setup, "slca", 1)
     assert not (Path(eval_setup.eval.out_dir) / "slca-s1.json").exists()
 
@@ -94,8 +112,9 @@ def test_the_report_is_written_before_tracking_fails(eval_setup, mlflow_store, m
     models = Path(eval_setup.train.out_dir)
     shutil.copytree(models / "slca-s0", models / "grpo-s2")
     monkeypatch.setattr(slca.eval.indomain, "evaluate_policy", lambda *a, **k: {"metrics": {"n": 4, "success": 0.5}})
-    monkeypatch.setattr(slca.eval.stage, "evaluate_bfcl", lambda *a: {"accuracy": {"irrelevance": 1.0},
-                                                                       "aggregate": {}, "verdicts": []})
+    monkeypatch.setattr(
+        slca.eval.stage, "evaluate_bfcl", lambda *a: {"accuracy": {"irrelevance": 1.0}, "aggregate": {}, "verdicts": []}
+    )
     monkeypatch.setattr(slca.eval.stage, "evaluate_tau2_bench", lambda *a: None)
     monkeypatch.setattr(slca.eval.stage, "log_metrics", tracking_down)
     with pytest.raises(ConnectionError):

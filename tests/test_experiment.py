@@ -46,9 +46,13 @@ def test_steps_to_threshold():
 
 
 def write_spec(tmp_path: Path, **extra) -> Path:
-    spec = {"name": "exp", "lanes": 2,
-            "overrides": {"train.estimators": ["slca", "grpo"], "train.seeds": [0, 1], "train.val_every": 5},
-            "ablations": [{"name": "noisy", "overrides": {"rewards.summary_noise": 0.3}}], **extra}
+    spec = {
+        "name": "exp",
+        "lanes": 2,
+        "overrides": {"train.estimators": ["slca", "grpo"], "train.seeds": [0, 1], "train.val_every": 5},
+        "ablations": [{"name": "noisy", "overrides": {"rewards.summary_noise": 0.3}}],
+        **extra,
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -108,22 +112,31 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     for job in upstream + runs:
         job.stamp.parent.mkdir(parents=True, exist_ok=True)
         job.stamp.write_text(json.dumps({"hash": job_hash(job)}))
-    changed = write_spec(tmp_path, overrides={"train.estimators": ["slca", "grpo"], "train.seeds": [0, 1],
-                                              "train.val_every": 5, "train.learning_rate": 1e-3})
-    upstream2, runs2 = jobs_for(build_groups(read_spec(changed), Params(), tmp_path, str(changed)),
-                                tmp_path / "stamps")
+    changed = write_spec(
+        tmp_path,
+        overrides={
+            "train.estimators": ["slca", "grpo"],
+            "train.seeds": [0, 1],
+            "train.val_every": 5,
+            "train.learning_rate": 1e-3,
+        },
+    )
+    upstream2, runs2 = jobs_for(build_groups(read_spec(changed), Params(), tmp_path, str(changed)), tmp_path / "stamps")
     assert all(is_done(job) for job in upstream2)  # data and SFT do not depend on train.*
     assert runs2[0].name == "evaluate-sft" and is_done(runs2[0])  # nor does the SFT start's evaluation
     assert not any(is_done(job) for job in runs2[1:])
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("overrides: {train.nope: 1}", "no key 'nope'"),
-    ("overrides: {nosuch.key: 1}", "no section 'nosuch'"),
-    ("bogus: 1", "unknown keys"),
-    ("overrides: [", "not valid YAML"),
-    ("overrides: {train.max_steps: 0}", "validation error"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("overrides: {train.nope: 1}", "no key 'nope'"),
+        ("overrides: {nosuch.key: 1}", "no section 'nosuch'"),
+        ("bogus: 1", "unknown keys"),
+        ("overrides: [", "not valid YAML"),
+        ("overrides: {train.max_steps: 0}", "validation error"),
+    ],
+)
 def test_a_malformed_spec_is_named(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -132,17 +145,42 @@ def test_a_malformed_spec_is_named(tmp_path, text, message):
 
 
 def fake_eval(path: Path, estimator: str, seed: int, success: list[float]) -> None:
-    episodes = [{"task_id": f"t{i}", "kind": KINDS[i % 3], "success": s, "process": s, "name_f1": s,
-                 "arg_match": s, "r_sum": s, "calls": 1.0, "redundant_calls": 0.0,
-                 "needs_call": float(KINDS[i % 3] != "no_call"), "called": float(KINDS[i % 3] != "no_call")}
-                for i, s in enumerate(success)]
+    episodes = [
+        {
+            "task_id": f"t{i}",
+            "kind": KINDS[i % 3],
+            "success": s,
+            "process": s,
+            "name_f1": s,
+            "arg_match": s,
+            "r_sum": s,
+            "calls": 1.0,
+            "redundant_calls": 0.0,
+            "needs_call": float(KINDS[i % 3] != "no_call"),
+            "called": float(KINDS[i % 3] != "no_call"),
+        }
+        for i, s in enumerate(success)
+    ]
     mean = sum(success) / len(success)
-    report = {"run": f"{estimator}-s{seed}", "indomain": {
-        "metrics": {"success": mean, "process": mean, "name_f1": mean, "arg_match": mean, "r_sum": mean,
-                    "no_call_accuracy": 0.0, "calls": 1.0, "redundant_calls": 0.0},
-        "per_kind": {k: {"success": mean} for k in KINDS}, "episodes": episodes},
+    report = {
+        "run": f"{estimator}-s{seed}",
+        "indomain": {
+            "metrics": {
+                "success": mean,
+                "process": mean,
+                "name_f1": mean,
+                "arg_match": mean,
+                "r_sum": mean,
+                "no_call_accuracy": 0.0,
+                "calls": 1.0,
+                "redundant_calls": 0.0,
+            },
+            "per_kind": {k: {"success": mean} for k in KINDS},
+            "episodes": episodes,
+        },
         "bfcl": {"accuracy": {"irrelevance": 0.5}, "aggregate": {"overall_accuracy_non_live": 0.1}},
-        "tau2": {"metrics": {"pass_hat_1": 0.0}}}
+        "tau2": {"metrics": {"pass_hat_1": 0.0}},
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report))
 
@@ -154,12 +192,23 @@ def test_report_holds_every_estimator_the_sft_row_intervals_and_curves(tmp_path,
     rng = np.random.default_rng(1)
     for estimator, shift in (("slca", 0.3), ("grpo", 0.0)):
         for seed in (0, 1):
-            fake_eval(Path(params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
-                      [float(rng.random() < 0.3 + shift) for _ in range(90)])
+            fake_eval(
+                Path(params.eval.out_dir) / f"{estimator}-s{seed}.json",
+                estimator,
+                seed,
+                [float(rng.random() < 0.3 + shift) for _ in range(90)],
+            )
             run = Path(params.train.out_dir) / f"{estimator}-s{seed}"
             run.mkdir(parents=True, exist_ok=True)
-            rows = [{"step": s, "val/success": 0.1 + shift * s / 10, "rewards/r_tool/mean": 0.5,
-                     "credit/misattribution_rate": 0.2} for s in (0, 5, 10)]
+            rows = [
+                {
+                    "step": s,
+                    "val/success": 0.1 + shift * s / 10,
+                    "rewards/r_tool/mean": 0.5,
+                    "credit/misattribution_rate": 0.2,
+                }
+                for s in (0, 5, 10)
+            ]
             (run / "metrics_history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
     fake_eval(Path(params.eval.out_dir) / "sft.json", "sft", 0, [0.0] * 90)
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
@@ -199,15 +248,23 @@ def test_findings_say_when_rl_did_not_move_the_policy(tmp_path, mlflow_store):
 
 
 def test_an_slca_only_ablation_is_paired_with_the_main_grpo_runs(tmp_path, mlflow_store):
-    spec_path = write_spec(tmp_path, ablations=[{"name": "variant", "label": "abstainers in the tool baseline",
-                                                 "overrides": {"train.estimators": ["slca"]}}])
+    spec_path = write_spec(
+        tmp_path,
+        ablations=[
+            {"name": "variant", "label": "abstainers in the tool baseline", "overrides": {"train.estimators": ["slca"]}}
+        ],
+    )
     groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
     rng = np.random.default_rng(2)
     for group, runs in ((groups[0], (("slca", 0.0), ("grpo", 0.0))), (groups[1], (("slca", 0.4),))):
         for estimator, shift in runs:
             for seed in (0, 1):
-                fake_eval(Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
-                          [float(rng.random() < 0.3 + shift) for _ in range(90)])
+                fake_eval(
+                    Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json",
+                    estimator,
+                    seed,
+                    [float(rng.random() < 0.3 + shift) for _ in range(90)],
+                )
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
     text = (tmp_path / "reports" / "exp.md").read_text()
     assert "| abstainers in the tool baseline |" in text
@@ -238,14 +295,22 @@ def test_only_names_an_existing_group(tmp_path):
 
 
 def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bias_table_reads_histories(
-        tmp_path, mlflow_store):
+    tmp_path, mlflow_store
+):
     """Main setting σ = 0 (slca, grpo, gdpo) and two noise settings; SLCA's lead grows with σ by construction.
     Histories log the segment bias on no_call only for slca (a lone caller's bonus) and 0 for gdpo."""
-    spec_path = write_spec(tmp_path, overrides={"train.estimators": ["slca", "grpo", "gdpo"], "train.seeds": [0, 1]},
-                           ablations=[{"name": f"noise-{s}", "label": f"σ = {s}",
-                                       "overrides": {"rewards.summary_noise": s,
-                                                     "train.estimators": ["slca", "gdpo", "grpo"]}}
-                                      for s in (0.3, 0.6)])
+    spec_path = write_spec(
+        tmp_path,
+        overrides={"train.estimators": ["slca", "grpo", "gdpo"], "train.seeds": [0, 1]},
+        ablations=[
+            {
+                "name": f"noise-{s}",
+                "label": f"σ = {s}",
+                "overrides": {"rewards.summary_noise": s, "train.estimators": ["slca", "gdpo", "grpo"]},
+            }
+            for s in (0.3, 0.6)
+        ],
+    )
     groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
     rng = np.random.default_rng(3)
     lead = {"main": 0.0, "noise-0.3": 0.15, "noise-0.6": 0.35}
@@ -253,13 +318,24 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
         for estimator in ("slca", "grpo", "gdpo"):
             for seed in (0, 1):
                 shift = lead[group.name] if estimator == "slca" else 0.0
-                fake_eval(Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json", estimator, seed,
-                          [float(rng.random() < 0.3 + shift) for _ in range(120)])
+                fake_eval(
+                    Path(group.params.eval.out_dir) / f"{estimator}-s{seed}.json",
+                    estimator,
+                    seed,
+                    [float(rng.random() < 0.3 + shift) for _ in range(120)],
+                )
                 run = Path(group.params.train.out_dir) / f"{estimator}-s{seed}"
                 run.mkdir(parents=True, exist_ok=True)
                 bonus = 1.5 if estimator == "slca" else 0.0
-                rows = [{"step": s, "credit/segbias/tool_mean.no_call": bonus, "credit/segbias/tool_abs.no_call": bonus,
-                         "credit/segbias/summary_mean.multi_step": -0.2} for s in (1, 2)]
+                rows = [
+                    {
+                        "step": s,
+                        "credit/segbias/tool_mean.no_call": bonus,
+                        "credit/segbias/tool_abs.no_call": bonus,
+                        "credit/segbias/summary_mean.multi_step": -0.2,
+                    }
+                    for s in (1, 2)
+                ]
                 (run / "metrics_history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
     text = (tmp_path / "reports" / "exp.md").read_text()
@@ -289,6 +365,9 @@ def test_the_headline_spec_trains_five_estimators_with_at_least_1500_rollouts_ea
     for group in groups:
         train = group.params.train
         assert train.max_steps * train.prompts_per_step * train.num_generations >= 1500, group.name
-    noise = {g.params.rewards.summary_noise: g.params.train.estimators for g in groups
-             if not g.params.credit.abstain_in_tool_baseline}
+    noise = {
+        g.params.rewards.summary_noise: g.params.train.estimators
+        for g in groups
+        if not g.params.credit.abstain_in_tool_baseline
+    }
     assert set(noise) == {0.0, 0.3, 0.6} and all({"slca", "gdpo", "grpo"} <= set(e) for e in noise.values())

@@ -24,28 +24,42 @@ SLCA = REPO_ROOT / ".venv" / "bin" / "slca"
 
 def write_params(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    params = Params(project=ProjectParams(seed=5),
-                    data=DataParams(out_dir="data", report_path="reports/data_validation.json", n_train=1500,
-                                    n_val=40, n_test=40))
+    params = Params(
+        project=ProjectParams(seed=5),
+        data=DataParams(out_dir="data", report_path="reports/data_validation.json", n_train=1500, n_val=40, n_test=40),
+    )
     (root / "params.yaml").write_text(dump_params(params))
 
 
-def synthesize(root: Path, store: str, file_size_limit: int | None = None,
-               prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def synthesize(
+    root: Path, store: str, file_size_limit: int | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
     env = {**os.environ, "MLFLOW_TRACKING_URI": store, "OMP_NUM_THREADS": "1"}
     env.pop("SLCA_PARENT_RUN_ID", None)
-    return subprocess.run([*prefix, str(SLCA), "synthesize", "--params", "params.yaml"], cwd=root, env=env, text=True,
-                          capture_output=True, timeout=600, preexec_fn=limit if file_size_limit else None,
-                          check=False)
+    return subprocess.run(
+        [*prefix, str(SLCA), "synthesize", "--params", "params.yaml"],
+        cwd=root,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+        preexec_fn=limit if file_size_limit else None,
+        check=False,
+    )
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for folder in ("data", "reports") if (root / folder).exists()
-            for p in sorted((root / folder).rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for folder in ("data", "reports")
+        if (root / folder).exists()
+        for p in sorted((root / folder).rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_a_disk_full_during_synthesize_fails_in_one_line_keeps_nothing_and_the_rerun_recovers(tmp_path):
@@ -63,8 +77,10 @@ def test_a_disk_full_during_synthesize_fails_in_one_line_keeps_nothing_and_the_r
     failed = synthesize(faulty, store, file_size_limit=limit)
     assert failed.returncode == 2
     lines = failed.stderr.strip().splitlines()
-    assert lines[-1] == ("error: cannot write data/train.jsonl: File too large; free space or make the folder "
-                         "writable and rerun (nothing half-written was kept)"), failed.stderr[-2000:]
+    assert lines[-1] == (
+        "error: cannot write data/train.jsonl: File too large; free space or make the folder "
+        "writable and rerun (nothing half-written was kept)"
+    ), failed.stderr[-2000:]
     assert "Traceback" not in failed.stderr
     assert files(faulty) == {}, "a half-written or unvalidated output was left behind"
     rerun = synthesize(faulty, store)
@@ -99,9 +115,10 @@ def test_a_read_only_output_folder_fails_in_one_line_keeps_nothing_and_the_rerun
     failed = synthesize(faulty, store, prefix=read_only(faulty / "data"))
     assert failed.returncode == 2
     assert failed.stderr.strip().splitlines()[-1] == (
-        "error: cannot write data/train.jsonl: " + ("Read-only file system" if os.geteuid() == 0 else
-                                                    "Permission denied")
-        + "; free space or make the folder writable and rerun (nothing half-written was kept)"), failed.stderr[-2000:]
+        "error: cannot write data/train.jsonl: "
+        + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+        + "; free space or make the folder writable and rerun (nothing half-written was kept)"
+    ), failed.stderr[-2000:]
     assert "Traceback" not in failed.stderr
     assert files(faulty) == {}, "a half-written or unvalidated output was left behind"
     (faulty / "data").chmod(0o755)

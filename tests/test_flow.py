@@ -44,7 +44,8 @@ def dvc_project(tmp_path, monkeypatch, mlflow_store):
     (tmp_path / "stage.py").write_text(STAGE_SCRIPT)
     (tmp_path / "params.yaml").write_text(dump_params(Params()))
     python = sys.executable
-    (tmp_path / "dvc.yaml").write_text(textwrap.dedent(f"""
+    (tmp_path / "dvc.yaml").write_text(
+        textwrap.dedent(f"""
         stages:
           first:
             cmd: {python} stage.py first a.txt
@@ -54,7 +55,8 @@ def dvc_project(tmp_path, monkeypatch, mlflow_store):
             cmd: {python} stage.py second b.txt
             deps: [a.txt]
             outs: [b.txt]
-        """))
+        """)
+    )
     subprocess.run(["git", "init", "-q"], check=True)
     subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), "init", "-q"], check=True)
     return tmp_path

@@ -39,8 +39,14 @@ def make_trainer(root, tasks, estimator: str, params: Params | None = None, **tr
     params = params or small_params(root, **train)
     model, tokenizer = load_policy(params.sft.out_dir, params)
     args = grpo_config(params, estimator, 0, str(root / f"out-{estimator}"), save=False)
-    trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
-                              train_dataset=task_dataset(tasks), processing_class=tokenizer)
+    trainer = SLCAGRPOTrainer(
+        model,
+        params=params,
+        estimator=estimator,
+        args=args,
+        train_dataset=task_dataset(tasks),
+        processing_class=tokenizer,
+    )
     trainer._generate_single_turn = ScriptedTurns(trainer)
     return trainer
 
@@ -60,14 +66,24 @@ def test_trl_advantages_equal_credit_core(setup, trainer, estimator):
     response_mask = batch["completion_mask"] * batch["tool_mask"]
     credit, tokenizer = trainer.last_credit, trainer.processing_class
     _, last_run = segment_masks(response_mask)
-    ends_on_call = torch.tensor([
-        "<tool_call>" in tokenizer.decode(ids[run], skip_special_tokens=False)
-        for ids, run in zip(batch["completion_ids"], last_run)
-    ])
+    ends_on_call = torch.tensor(
+        [
+            "<tool_call>" in tokenizer.decode(ids[run], skip_special_tokens=False)
+            for ids, run in zip(batch["completion_ids"], last_run)
+        ]
+    )
     tool_mask, summary_mask = segment_masks(response_mask, last_run_has_tool_call=ends_on_call)
     group_ids = torch.arange(response_mask.size(0)) // trainer.num_generations
-    expected = compute_advantages(estimator, credit["r_tool"], credit["r_sum"], tool_mask, summary_mask, group_ids,
-                                  penalty=credit["penalty"], extra=credit["extra"])
+    expected = compute_advantages(
+        estimator,
+        credit["r_tool"],
+        credit["r_sum"],
+        tool_mask,
+        summary_mask,
+        group_ids,
+        penalty=credit["penalty"],
+        extra=credit["extra"],
+    )
     assert credit["r_tool"].dtype == torch.float64  # rewards stay float64 into the group statistics
     assert batch["advantages"].shape == response_mask.shape
     assert batch["advantages"].dtype == torch.float32  # the loss's own dtype, as TRL's advantages
@@ -91,8 +107,9 @@ def test_segments_follow_the_tool_response_mask(setup, trainer):
         if env[row].any():
             assert "<tool_response>" in env_text and "<tool_response>" not in learned_text
             tool_text = tokenizer.decode(batch["completion_ids"][row][credit["tool_mask"][row]])
-            assert "<tool_call>" in tokenizer.decode(batch["completion_ids"][row][credit["tool_mask"][row]],
-                                                     skip_special_tokens=False), tool_text
+            assert "<tool_call>" in tokenizer.decode(
+                batch["completion_ids"][row][credit["tool_mask"][row]], skip_special_tokens=False
+            ), tool_text
     # a group holds rollouts with different R_tool, so SLCA gives tool tokens non-zero advantages
     assert float(batch["advantages"][credit["tool_mask"]].abs().sum()) > 0
 
@@ -119,7 +136,7 @@ def test_tool_response_tokens_get_zero_gradient(setup, trainer):
         handle.remove()
     grad = captured["states"].grad  # [B, P + C, H]
     prompt_len = batch["prompt_ids"].size(1)
-    per_token = grad[:, prompt_len - 1: prompt_len - 1 + batch["completion_ids"].size(1)].abs().sum(-1)
+    per_token = grad[:, prompt_len - 1 : prompt_len - 1 + batch["completion_ids"].size(1)].abs().sum(-1)
     mask = batch["completion_mask"] * batch["tool_mask"]
     env = (batch["tool_mask"] == 0) & (batch["completion_mask"] == 1)
     assert bool(env.any())
@@ -135,7 +152,9 @@ def test_no_reference_model_when_beta_is_zero(setup, trainer):
     batch = generation_batch(free, tasks)
     assert "ref_per_token_logps" not in batch or batch["ref_per_token_logps"] is None
     assert trainer.ref_model is not None  # beta > 0 keeps one (the fixture's 0.05)
-    assert Params().train.beta == 0.0  # the default: at 0.001 beta*KL was 4e-5 against a loss of 0.1 (benchmarks/rl_throughput.py)
+    assert (
+        Params().train.beta == 0.0
+    )  # the default: at 0.001 beta*KL was 4e-5 against a loss of 0.1 (benchmarks/rl_throughput.py)
 
 
 def test_grpo_config_follows_params(setup):
@@ -152,8 +171,27 @@ def test_grpo_config_follows_params(setup):
 def test_smoke_runs_on_cpu(capsys):
     from slca.train.smoke import main
 
-    assert main(["--device", "cpu", "--steps", "1", "--estimators", "slca,grpo", "--generations", "2",
-                 "--prompts", "1", "--max-completion-length", "8", "--max-tool-turns", "1"]) == 0
+    assert (
+        main(
+            [
+                "--device",
+                "cpu",
+                "--steps",
+                "1",
+                "--estimators",
+                "slca,grpo",
+                "--generations",
+                "2",
+                "--prompts",
+                "1",
+                "--max-completion-length",
+                "8",
+                "--max-tool-turns",
+                "1",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["device"] == "cpu" and report["vllm"] is False
     assert set(report["results"]) == {"slca", "grpo"}
@@ -182,18 +220,27 @@ def test_training_and_evaluation_paths_score_the_same_turns_identically(setup):
     def scripted_single_turn(prompt_ids, images, fields, num_generations, **_):
         out = []
         for ids in prompt_ids:
-            row = policy.generate(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long),
-                                  max_new_tokens=params.train.max_completion_length,
-                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-            out.append(row[0, len(ids):].tolist())
+            row = policy.generate(
+                torch.tensor([ids]),
+                torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=params.train.max_completion_length,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            out.append(row[0, len(ids) :].tolist())
         return out, None
 
     trainer._generate_single_turn = scripted_single_turn
     judge = build_judge(params)
     payload = run_multiturn(trainer, chosen, params, judge)
-    episodes = run_episodes(HFTurnGenerator(policy, tokenizer), chosen, env_factory=training_env(params),
-                            max_turns=params.train.max_tool_turns,
-                            max_new_tokens=params.train.max_completion_length, reward_fn=reward_fn(params, judge))
+    episodes = run_episodes(
+        HFTurnGenerator(policy, tokenizer),
+        chosen,
+        env_factory=training_env(params),
+        max_turns=params.train.max_tool_turns,
+        max_new_tokens=params.train.max_completion_length,
+        reward_fn=reward_fn(params, judge),
+    )
     assert payload["completion_ids"] == [e.completion_ids for e in episodes]
     assert payload["env_mask"] == [e.response_mask for e in episodes]
     assert payload["slca_scores"] == [e.scores for e in episodes]
@@ -218,10 +265,14 @@ def test_run_stops_when_the_llm_simulator_keeps_falling_back(setup):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     raw = small_raw(root)
-    raw["simulator"] = {"backend": "llm", "grounded": False, "calibrated_knobs": None,
-                        "cache_path": str(root / "sim_cache.sqlite"),
-                        "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "timeout_s": 1.0, "retries": 0},
-                        "llm_fallback_budget": {"window": 2, "max_rate": 0.5}}
+    raw["simulator"] = {
+        "backend": "llm",
+        "grounded": False,
+        "calibrated_knobs": None,
+        "cache_path": str(root / "sim_cache.sqlite"),
+        "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "timeout_s": 1.0, "retries": 0},
+        "llm_fallback_budget": {"window": 2, "max_rate": 0.5},
+    }
     trainer = make_trainer(root, tasks, "slca", params=Params.model_validate(raw))
     with pytest.raises(FailureBudgetExceeded, match=r"of the last 2 calls \(100% > simulator\.llm_fallback_budget"):
         generation_batch(trainer, tasks)

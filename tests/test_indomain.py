@@ -30,8 +30,9 @@ def scored(task, turns, responses=(), sample=0):
     """An episode with the given assistant turns, scored by the real HierR rewards."""
     from slca.rollout.loop import tool_blocks
 
-    episode = Episode(task, sample, prompt_ids=[1], turns=list(turns),
-                      observations=[("get_weather", text) for text in responses])
+    episode = Episode(
+        task, sample, prompt_ids=[1], turns=list(turns), observations=[("get_weather", text) for text in responses]
+    )
     episode.calls = [tool_blocks(turn) for turn in turns]
     episode.response_mask = [1] * (7 * len(turns))
     return reward_fn(small_params())(episode)
@@ -39,9 +40,10 @@ def scored(task, turns, responses=(), sample=0):
 
 def test_perfect_episodes_score_full_success():
     single, none = single_task(0), no_call_task(1)
-    rows = [episode_metrics(scored(single, gold_turns(single), ['{"city": "Lima", "temp_c": 14, "sky": "clear"}']),
-                            0.9),
-            episode_metrics(scored(none, gold_turns(none)), 0.9)]
+    rows = [
+        episode_metrics(scored(single, gold_turns(single), ['{"city": "Lima", "temp_c": 14, "sky": "clear"}']), 0.9),
+        episode_metrics(scored(none, gold_turns(none)), 0.9),
+    ]
     summary = aggregate(rows)
     assert summary["success"] == 1.0 and summary["process"] == 1.0
     assert summary["name_f1"] == 1.0 and summary["arg_match"] == 1.0
@@ -80,8 +82,7 @@ def test_evaluate_policy_end_to_end_with_a_perfect_policy():
     tokenizer = train_tokenizer(corpus_texts(tiny_tasks(12)), vocab_size=600, seed=0)
     tasks = [single_task(0, "test"), parallel_task(1, "test"), no_call_task(2, "test")]
     params = small_params().model_copy(update={"eval": small_params().eval.model_copy(update={"pass_k": 2})})
-    result = evaluate_policy(ScriptedPolicy(tokenizer, tasks), tokenizer, tasks, params,
-                             env=lambda task: FakeSession())
+    result = evaluate_policy(ScriptedPolicy(tokenizer, tasks), tokenizer, tasks, params, env=lambda task: FakeSession())
     metrics = result["metrics"]
     assert metrics["success"] == 1.0 and metrics["pass_at_k"] == 1.0
     assert metrics["no_call_accuracy"] == 1.0 and metrics["calls"] == 1.0
@@ -95,11 +96,14 @@ def test_argument_values_are_split_into_seen_in_training_and_held_out():
     assert seen == train_values([single_task(0), single_task(1)]) and len(seen) == 2
     lima, quito = single_task(0, "val"), single_task(2, "val")  # Lima was trained on, Quito never
     wrong_city = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
-    rows = [episode_metrics(scored(lima, [CALL.replace("Lima", " lima ")]), 0.9, seen),  # loosely equal
-            episode_metrics(scored(quito, [wrong_city]), 0.9, seen),  # a trained value where a new one belongs
-            episode_metrics(scored(quito, [CALL.replace("Lima", "Quito")]), 0.9, seen)]
-    assert [(r["values_seen"], r["values_seen_right"], r["values_heldout"], r["values_heldout_right"])
-            for r in rows] == [(1, 1, 0, 0), (0, 0, 1, 0), (0, 0, 1, 1)]
+    rows = [
+        episode_metrics(scored(lima, [CALL.replace("Lima", " lima ")]), 0.9, seen),  # loosely equal
+        episode_metrics(scored(quito, [wrong_city]), 0.9, seen),  # a trained value where a new one belongs
+        episode_metrics(scored(quito, [CALL.replace("Lima", "Quito")]), 0.9, seen),
+    ]
+    assert [
+        (r["values_seen"], r["values_seen_right"], r["values_heldout"], r["values_heldout_right"]) for r in rows
+    ] == [(1, 1, 0, 0), (0, 0, 1, 0), (0, 0, 1, 1)]
     summary = aggregate(rows)
     assert summary["arg_match_seen"] == 1.0 and summary["arg_match_heldout"] == 0.5
     assert "arg_match_seen" not in aggregate([episode_metrics(scored(lima, [CALL]), 0.9)])  # no pool: no split

@@ -26,10 +26,17 @@ ENV_EXAMPLE = INFRA / ".env.example"
 LONG_RUNNING = ("postgres", "minio", "mlflow", "prefect-server", "prefect-worker")
 ONE_SHOT = ("check-secrets", "minio-init", "trainer", "trainer-gpu")
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
-DS_FIELDS_ACCELERATE_REFUSES = {"gradient_accumulation_steps", "gradient_clipping", "zero_stage",
-                                "offload_optimizer_device", "offload_param_device", "mixed_precision",
-                                "offload_param_nvme_path", "offload_optimizer_nvme_path",
-                                "zero3_save_16bit_model"}
+DS_FIELDS_ACCELERATE_REFUSES = {
+    "gradient_accumulation_steps",
+    "gradient_clipping",
+    "zero_stage",
+    "offload_optimizer_device",
+    "offload_param_device",
+    "mixed_precision",
+    "offload_param_nvme_path",
+    "offload_optimizer_nvme_path",
+    "zero3_save_16bit_model",
+}
 
 
 def compose() -> dict[str, Any]:
@@ -47,8 +54,11 @@ def default_of(value: str) -> str:
 
 
 def env_example() -> dict[str, str]:
-    pairs = [line.split("=", 1) for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
+    pairs = [
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     return {key.strip(): value.strip() for key, value in pairs}
 
 
@@ -58,6 +68,7 @@ def command_text(service: dict[str, Any]) -> str:
 
 
 # ---- docker-compose.yml ------------------------------------------------------------------------
+
 
 def test_compose_has_every_service_and_long_running_ones_have_healthchecks() -> None:
     found = services()
@@ -89,8 +100,11 @@ def test_images_are_pinned_to_the_expected_versions() -> None:
     assert re.fullmatch(r"quay\.io/minio/mc:RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z", images["minio-init"])
     assert not any(image.endswith(":latest") for image in images.values())
     built = {name: s["build"]["dockerfile"] for name, s in services().items() if "build" in s}
-    assert built == {"prefect-worker": "infra/Dockerfile", "trainer": "infra/Dockerfile",
-                     "trainer-gpu": "infra/Dockerfile.gpu"}
+    assert built == {
+        "prefect-worker": "infra/Dockerfile",
+        "trainer": "infra/Dockerfile",
+        "trainer-gpu": "infra/Dockerfile.gpu",
+    }
 
 
 def test_pipeline_containers_point_at_the_compose_servers() -> None:
@@ -119,7 +133,9 @@ def test_mlflow_uses_postgres_and_minio_and_prefect_its_own_database() -> None:
     for flag in ("--backend-store-uri", "--artifacts-destination", "--serve-artifacts", "--host 0.0.0.0"):
         assert flag in command
     prefect_db = found["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"]
-    assert prefect_db.startswith("postgresql+asyncpg://") and prefect_db.endswith("@postgres:5432/${PREFECT_DB:-prefect}")
+    assert prefect_db.startswith("postgresql+asyncpg://") and prefect_db.endswith(
+        "@postgres:5432/${PREFECT_DB:-prefect}"
+    )
     init_mount = [v for v in found["postgres"]["volumes"] if "docker-entrypoint-initdb.d" in v]
     assert init_mount and (INFRA / init_mount[0].split(":")[0]).is_file()
     assert "PREFECT_DB" in (INFRA / "postgres" / "create-databases.sh").read_text(encoding="utf-8")
@@ -170,8 +186,9 @@ def check_secrets(env: dict[str, str]) -> subprocess.CompletedProcess:
     """infra/check-secrets.sh run for real, with the arguments compose gives it."""
     service = services()["check-secrets"]
     script = INFRA / service["volumes"][0].split(":")[0]
-    return subprocess.run(["sh", str(script), *service["command"]], check=False, env=env, capture_output=True,
-                          text=True, timeout=30)
+    return subprocess.run(
+        ["sh", str(script), *service["command"]], check=False, env=env, capture_output=True, text=True, timeout=30
+    )
 
 
 def test_check_secrets_guards_every_required_secret_before_anything_starts() -> None:
@@ -189,8 +206,12 @@ def test_check_secrets_refuses_the_placeholders_with_one_line_naming_them() -> N
     example = env_example()
     result = check_secrets(example)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.splitlines() == [("error: POSTGRES_PASSWORD, MINIO_ROOT_PASSWORD in infra/.env: empty or "
-                                           "still the change-me placeholder of .env.example; set a real secret")]
+    assert result.stderr.splitlines() == [
+        (
+            "error: POSTGRES_PASSWORD, MINIO_ROOT_PASSWORD in infra/.env: empty or "
+            "still the change-me placeholder of .env.example; set a real secret"
+        )
+    ]
     one_left = check_secrets({**example, "POSTGRES_PASSWORD": "s3cret-pg"})
     assert one_left.returncode == 1 and one_left.stderr.startswith("error: MINIO_ROOT_PASSWORD in infra/.env:")
     empty = check_secrets({"POSTGRES_PASSWORD": "", "MINIO_ROOT_PASSWORD": "s3cret-minio"})
@@ -201,15 +222,23 @@ def test_check_secrets_refuses_the_placeholders_with_one_line_naming_them() -> N
 
 def test_docker_compose_accepts_the_file() -> None:
     docker = shutil.which("docker")
-    probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True) if docker else None
+    probe = (
+        subprocess.run([docker, "compose", "version"], check=False, capture_output=True, text=True) if docker else None
+    )
     if probe is None or probe.returncode != 0:
         pytest.skip("docker compose is not installed here; the YAML-level checks above still ran")
-    result = subprocess.run([docker, "compose", "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE),
-                             "config", "-q"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [docker, "compose", "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE), "config", "-q"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
 # ---- Dockerfiles -------------------------------------------------------------------------------
+
 
 def instructions(dockerfile: Path) -> list[str]:
     """Every instruction, continuation lines joined, comments dropped."""
@@ -255,15 +284,24 @@ def test_images_run_as_an_unprivileged_user_who_owns_what_it_writes(dockerfile: 
     assert users, f"{dockerfile.name} runs as root"
     user = steps[users[-1]].split()[1]
     assert user.split(":")[0] not in ("root", "0")
-    after = steps[users[-1]:]
+    after = steps[users[-1] :]
     assert all(f"--chown={user}:{user}" in step for step in after if step.startswith(("COPY ", "ADD ")))
     # a new named volume takes the owner of the folder it mounts on, so the image must create them
     workdir = next(step.split()[1] for step in reversed(steps) if step.startswith("WORKDIR "))
-    mounts = {volume.split(":")[1] for service in services().values()
-              if service.get("build", {}).get("dockerfile") == f"infra/{dockerfile.name}"
-              for volume in service.get("volumes", [])}
-    created = {word for step in after if step.startswith("RUN ") for command in step[4:].split("&&")
-               if command.split()[:2] == ["mkdir", "-p"] for word in command.split()[2:]}
+    mounts = {
+        volume.split(":")[1]
+        for service in services().values()
+        if service.get("build", {}).get("dockerfile") == f"infra/{dockerfile.name}"
+        for volume in service.get("volumes", [])
+    }
+    created = {
+        word
+        for step in after
+        if step.startswith("RUN ")
+        for command in step[4:].split("&&")
+        if command.split()[:2] == ["mkdir", "-p"]
+        for word in command.split()[2:]
+    }
     assert mounts and {str(Path(m).relative_to(workdir)) for m in mounts} <= created
 
 
@@ -304,8 +342,12 @@ def test_accelerate_config_loads_and_names_an_existing_deepspeed_json(path: Path
 def test_deepspeed_json_has_its_stage_and_leaves_batching_to_the_trainer(stage: int) -> None:
     config = json.loads((INFRA / "deepspeed" / f"zero{stage}.json").read_text(encoding="utf-8"))
     assert config["zero_optimization"]["stage"] == stage
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                "gradient_clipping"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+    ):
         assert config[key] == "auto", key
     assert config["bf16"] == {"enabled": "auto"}
     if stage == 3:
@@ -340,8 +382,12 @@ def test_readme_names_every_unauthenticated_service_and_the_proxy() -> None:
     text = (INFRA / "README.md").read_text(encoding="utf-8")
     section = text.split("## 6. What has no authentication", 1)[1]
     rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")][1:]
-    assert rows == ["vLLM server (`trl vllm-serve`)", "MLflow server", "Prefect server (API and UI)",
-                    "Streamlit dashboard (`slca dashboard`)"]
+    assert rows == [
+        "vLLM server (`trl vllm-serve`)",
+        "MLflow server",
+        "Prefect server (API and UI)",
+        "Streamlit dashboard (`slca dashboard`)",
+    ]
     for port in ("5000", "4200", "8501"):
         assert f"reverse_proxy 127.0.0.1:{port}" in section
     assert "BIND_ADDRESS=0.0.0.0` lets anyone on the network" in text
@@ -360,8 +406,11 @@ def test_readme_launch_commands_pass_accelerate_and_reach_train_stage_main(monke
     monkeypatch.setattr(train_stage, "run_train", lambda p, e, s: calls.append((e, s, p.train.use_vllm)) or {})
     vllm_params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
     vllm_params["train"].update(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://127.0.0.1:8001")
-    monkeypatch.setattr(train_stage, "load_params", lambda path: parse_params(vllm_params, path)
-                        if path == "params.vllm.yaml" else load_params(REPO_ROOT / path))
+    monkeypatch.setattr(
+        train_stage,
+        "load_params",
+        lambda path: parse_params(vllm_params, path) if path == "params.vllm.yaml" else load_params(REPO_ROOT / path),
+    )
     for argv in commands:
         args, defaults, precision_from_file = _validate_launch_command(launch_command_parser().parse_args(argv))
         assert args.module and args.training_script == "slca.train.train_stage"

@@ -19,10 +19,30 @@ def test_two_processes_run_equal_rounds_and_keep_groups_whole(tmp_path):
     make_policy(tmp_path / "sft", tasks)
     accelerate = Path(sys.executable).with_name("accelerate")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    done = subprocess.run([str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29533",
-                           str(SCRIPT), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(
+        [
+            str(accelerate),
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "29533",
+            str(SCRIPT),
+            str(tmp_path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads((tmp_path / "two_process.json").read_text())
     assert seen["world_size"] == 2 and seen["global_step"] == 2

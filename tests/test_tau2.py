@@ -128,9 +128,7 @@ def test_tau2_messages_convert_to_chat_messages():
         {"role": "tool", "content": "ok"},
     ]
     history = text_to_assistant_message(render_tool_call("get_users", {}), turn=0)
-    assert to_chat_messages(history) == [
-        {"role": "assistant", "content": render_tool_call("get_users", {})}
-    ]
+    assert to_chat_messages(history) == [{"role": "assistant", "content": render_tool_call("get_users", {})}]
 
 
 class TextPolicy:
@@ -194,18 +192,14 @@ def test_results_file_is_tau2_format(tmp_path):
 def test_conversation_mode_with_scripted_user(monkeypatch):
     from tau2.user import user_simulator
 
-    replies = iter(
-        ["Please create a task called 'Important Meeting' for user_1.", "Thanks! ###STOP###"]
-    )
+    replies = iter(["Please create a task called 'Important Meeting' for user_1.", "Thanks! ###STOP###"])
     monkeypatch.setattr(
         user_simulator,
         "generate",
         lambda **kw: AssistantMessage(role="assistant", content=next(replies), cost=0.0),
     )
     task = load_tau2_tasks("mock", ["create_task_1"], solo=False)[0]
-    sim = run_simulation(
-        "mock", task, GoldActionAgent(), solo=False, seed=1, user_model="openai/fake", user_args={}
-    )
+    sim = run_simulation("mock", task, GoldActionAgent(), solo=False, seed=1, user_model="openai/fake", user_args={})
     assert sim.termination_reason.value == "user_stop"
     assert sim.reward_info.reward == 1.0
     roles = [m.role for m in sim.messages]
@@ -263,9 +257,18 @@ def test_user_simulator_gets_timeout_retries_and_concurrency(monkeypatch):
     ids = ["create_task_1", "update_task_1", "create_task_1_with_env_assertions"]
 
     def run(concurrency: int) -> dict:
-        return evaluate_tau2(GoldActionAgent(), domain="mock", solo=False, task_ids=ids, num_trials=2,
-                             user_base_url="http://127.0.0.1:1/v1", user_model="sim", user_timeout_s=7.5,
-                             user_retries=3, user_max_concurrency=concurrency)
+        return evaluate_tau2(
+            GoldActionAgent(),
+            domain="mock",
+            solo=False,
+            task_ids=ids,
+            num_trials=2,
+            user_base_url="http://127.0.0.1:1/v1",
+            user_model="sim",
+            user_timeout_s=7.5,
+            user_retries=3,
+            user_max_concurrency=concurrency,
+        )
 
     parallel = run(3)
     assert calls and all(kw["timeout"] == 7.5 and kw["num_retries"] == 3 for kw in calls)

@@ -63,6 +63,7 @@ def expect_error(result: ExecResult, error_class: str) -> str:
 
 # ---------------- catalog invariants ----------------
 
+
 def walk(schema: dict):
     yield schema
     for sub in schema.get("properties", {}).values():
@@ -114,10 +115,28 @@ def test_catalog_uses_every_schema_feature():
 
 
 def test_read_and_write_tools_exist():
-    writes = {"create_weather_alert", "book_flight", "cancel_booking", "transfer_funds", "pay_bill",
-              "create_event", "reschedule_event", "place_order", "cancel_order", "return_item"}
-    reads = {"get_forecast", "search_flights", "list_accounts", "get_balance", "list_events",
-             "get_order", "convert_units", "calculate"}
+    writes = {
+        "create_weather_alert",
+        "book_flight",
+        "cancel_booking",
+        "transfer_funds",
+        "pay_bill",
+        "create_event",
+        "reschedule_event",
+        "place_order",
+        "cancel_order",
+        "return_item",
+    }
+    reads = {
+        "get_forecast",
+        "search_flights",
+        "list_accounts",
+        "get_balance",
+        "list_events",
+        "get_order",
+        "convert_units",
+        "calculate",
+    }
     assert writes | reads <= set(NAMES)
 
 
@@ -142,6 +161,7 @@ def test_entity_pools_are_plentiful():
 
 
 # ---------------- valid calls ----------------
+
 
 def test_examples_cover_every_tool():
     assert sorted(examples_by_name()) == NAMES
@@ -189,14 +209,16 @@ def test_optional_flags_change_output():
     plain = execute(world, "get_forecast", {"city": "Oslo", "days": 2, "include_precipitation": False})
     assert all("precipitation_chance" not in d for d in plain.content["forecast"])
     assert len(plain.content["forecast"]) == 2
-    nonstop = execute(world, "search_flights", {"origin": "JFK", "destination": "SYD", "date": shift_day(2),
-                                                "nonstop_only": True})
+    nonstop = execute(
+        world, "search_flights", {"origin": "JFK", "destination": "SYD", "date": shift_day(2), "nonstop_only": True}
+    )
     assert all(f["stops"] == 0 for f in nonstop.content["flights"])
     cheap = execute(world, "search_products", {"query": "shoes boots jacket", "max_price": 100})
     assert cheap.content["count"] >= 1 and all(p["price"] <= 100 for p in cheap.content["products"])
 
 
 # ---------------- validation errors ----------------
+
 
 @pytest.mark.parametrize("name", [n for n in NAMES if TOOLS[n]["parameters"]["required"]])
 def test_missing_required_message(name):
@@ -215,8 +237,7 @@ def test_unexpected_argument(name):
     assert "bogus_flag" in msg and name in msg
 
 
-WRONG_TYPE = {"string": 123, "integer": "7", "number": "7.5", "boolean": "yes", "array": "a,b",
-              "object": "x"}
+WRONG_TYPE = {"string": 123, "integer": "7", "number": "7.5", "boolean": "yes", "array": "a,b", "object": "x"}
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if examples_by_name()[n]])
@@ -274,8 +295,10 @@ def test_nested_and_array_errors():
 
 def test_unknown_tool_and_odd_inputs():
     world = World(0)
-    assert expect_error(execute(world, "teleport", {}), "unknown_tool") == \
-        "Tool 'teleport' not found in the current available tools set."
+    assert (
+        expect_error(execute(world, "teleport", {}), "unknown_tool")
+        == "Tool 'teleport' not found in the current available tools set."
+    )
     assert execute(world, None, {}).error_class == "unknown_tool"
     assert expect_error(execute(world, "get_balance", [1, 2]), "type").startswith("Tool 'get_balance' arguments")
     assert execute(world, "list_weather_alerts", None).ok
@@ -284,18 +307,26 @@ def test_unknown_tool_and_odd_inputs():
     assert validate_arguments(TOOLS["get_forecast"], {"city": "Lima", "days": True})[0] == "type"
 
 
-JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                       max_leaves=8)
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 FUZZ_WORLD = World(0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(name=st.sampled_from(NAMES + ["nope"]), args=JSONISH, keys=st.dictionaries(
-    st.sampled_from(["city", "days", "account_id", "amount", "date", "items", "expression", "value"]),
-    JSONISH, max_size=4))
+@given(
+    name=st.sampled_from(NAMES + ["nope"]),
+    args=JSONISH,
+    keys=st.dictionaries(
+        st.sampled_from(["city", "days", "account_id", "amount", "date", "items", "expression", "value"]),
+        JSONISH,
+        max_size=4,
+    ),
+)
 def test_execute_never_raises(name, args, keys):
     world = FUZZ_WORLD  # shared on purpose: whatever earlier calls wrote must not break later ones
     for candidate in (args, keys, {**examples_by_name(0).get(name, {}), **keys}):
@@ -308,12 +339,22 @@ def test_execute_never_raises(name, args, keys):
 
 
 POOLS = entity_pools(FUZZ_WORLD)
-KEY_POOLS = {"city": POOLS["city"], "cities": POOLS["city"], "origin": POOLS["airport"],
-             "destination": POOLS["airport"], "account_id": POOLS["account_id"],
-             "from_account_id": POOLS["account_id"], "to_account_id": POOLS["account_id"],
-             "customer_id": POOLS["bank_customer_id"], "product_id": POOLS["product_id"],
-             "order_id": POOLS["order_id"], "event_id": POOLS["event_id"], "email": POOLS["shopper_email"],
-             "name": POOLS["account_holder"], "query": POOLS["product_name"] + POOLS["country"]}
+KEY_POOLS = {
+    "city": POOLS["city"],
+    "cities": POOLS["city"],
+    "origin": POOLS["airport"],
+    "destination": POOLS["airport"],
+    "account_id": POOLS["account_id"],
+    "from_account_id": POOLS["account_id"],
+    "to_account_id": POOLS["account_id"],
+    "customer_id": POOLS["bank_customer_id"],
+    "product_id": POOLS["product_id"],
+    "order_id": POOLS["order_id"],
+    "event_id": POOLS["event_id"],
+    "email": POOLS["shopper_email"],
+    "name": POOLS["account_holder"],
+    "query": POOLS["product_name"] + POOLS["country"],
+}
 
 
 def valid_values(schema: dict, key: str, example) -> st.SearchStrategy:
@@ -331,27 +372,36 @@ def valid_values(schema: dict, key: str, example) -> st.SearchStrategy:
         return st.integers(schema.get("minimum", -50), schema.get("maximum", 50))
     if kind == "number":
         low = schema.get("minimum", schema.get("exclusiveMinimum", -1e6))
-        return st.floats(low, schema.get("maximum", 1e6), exclude_min="exclusiveMinimum" in schema,
-                         allow_nan=False)
+        return st.floats(low, schema.get("maximum", 1e6), exclude_min="exclusiveMinimum" in schema, allow_nan=False)
     if kind == "boolean":
         return st.booleans()
     if kind == "array":
         inner = example[0] if isinstance(example, list) and example else None
-        return st.lists(valid_values(schema["items"], key, inner), min_size=schema.get("minItems", 0),
-                        max_size=schema.get("maxItems", 4), unique_by=json.dumps if schema.get("uniqueItems") else None)
+        return st.lists(
+            valid_values(schema["items"], key, inner),
+            min_size=schema.get("minItems", 0),
+            max_size=schema.get("maxItems", 4),
+            unique_by=json.dumps if schema.get("uniqueItems") else None,
+        )
     example = example if isinstance(example, dict) else {}
     props = {k: valid_values(v, k, example.get(k)) for k, v in schema["properties"].items()}
     required = set(schema.get("required", []))
-    return st.fixed_dictionaries({k: v for k, v in props.items() if k in required},
-                                 optional={k: v for k, v in props.items() if k not in required})
+    return st.fixed_dictionaries(
+        {k: v for k, v in props.items() if k in required},
+        optional={k: v for k, v in props.items() if k not in required},
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_schema_valid_arguments_never_break_executors(name):
     strategy = valid_values(TOOLS[name]["parameters"], "", examples_by_name(0)[name])
 
-    @settings(max_examples=25, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
     @given(args=strategy)
     def check(args):
         result = execute(FUZZ_WORLD, name, args)
@@ -365,17 +415,24 @@ def test_schema_valid_arguments_never_break_executors(name):
 
 # ---------------- business rules ----------------
 
+
 def test_not_found_errors():
     world = World(0)
-    cases = [("get_current_weather", {"city": "Atlantis"}), ("get_balance", {"account_id": "ACC-1"}),
-             ("list_accounts", {"customer_id": "CUS-9"}), ("get_flight_status", {"flight_id": "FL-XXX"}),
-             ("get_flight_status", {"flight_id": "FL-LIM-BOG-20990101-1"}),
-             ("search_flights", {"origin": "ZZZ", "destination": "LIM", "date": shift_day(1)}),
-             ("get_booking", {"booking_id": "BKG-1"}), ("get_event", {"event_id": "EVT-0"}),
-             ("get_order", {"order_id": "ORD-1"}), ("get_product", {"product_id": "PRD-1"}),
-             ("list_orders", {"email": "nobody@shop.example"}),
-             ("get_historical_weather", {"city": "Lima", "date": "2020-01-01"}),
-             ("delete_weather_alert", {"alert_id": "ALR-1"})]
+    cases = [
+        ("get_current_weather", {"city": "Atlantis"}),
+        ("get_balance", {"account_id": "ACC-1"}),
+        ("list_accounts", {"customer_id": "CUS-9"}),
+        ("get_flight_status", {"flight_id": "FL-XXX"}),
+        ("get_flight_status", {"flight_id": "FL-LIM-BOG-20990101-1"}),
+        ("search_flights", {"origin": "ZZZ", "destination": "LIM", "date": shift_day(1)}),
+        ("get_booking", {"booking_id": "BKG-1"}),
+        ("get_event", {"event_id": "EVT-0"}),
+        ("get_order", {"order_id": "ORD-1"}),
+        ("get_product", {"product_id": "PRD-1"}),
+        ("list_orders", {"email": "nobody@shop.example"}),
+        ("get_historical_weather", {"city": "Lima", "date": "2020-01-01"}),
+        ("delete_weather_alert", {"alert_id": "ALR-1"}),
+    ]
     for name, args in cases:
         expect_error(execute(world, name, args), "not_found")
 
@@ -411,6 +468,7 @@ def test_double_cancel_and_return_limits():
 
 # ---------------- world semantics ----------------
 
+
 def test_same_seed_same_results_different_seed_differs():
     first, again, other = run_examples(5), run_examples(5), run_examples(6)
     assert {k: v.content for k, v in first.items()} == {k: v.content for k, v in again.items()}
@@ -430,8 +488,11 @@ def test_write_then_read():
 
     flight_args = ex["search_flights"]
     fid = ex["book_flight"]["flight_id"]
-    seats = lambda: next(f["seats_left"] for f in execute(world, "search_flights", flight_args).content["flights"]
-                         if f["flight_id"] == fid)
+
+    def seats():
+        flights = execute(world, "search_flights", flight_args).content["flights"]
+        return next(f["seats_left"] for f in flights if f["flight_id"] == fid)
+
     start = seats()
     booking = execute(world, "book_flight", ex["book_flight"]).content
     assert seats() == start - 2
@@ -446,7 +507,9 @@ def test_write_then_read():
     order = execute(world, "place_order", ex["place_order"]).content
     assert execute(world, "get_order", {"order_id": order["order_id"]}).content["status"] == "processing"
     email = ex["place_order"]["email"]
-    assert order["order_id"] in [o["order_id"] for o in execute(world, "list_orders", {"email": email}).content["orders"]]
+    assert order["order_id"] in [
+        o["order_id"] for o in execute(world, "list_orders", {"email": email}).content["orders"]
+    ]
 
 
 def test_returned_content_is_detached_from_world():
@@ -488,8 +551,7 @@ ONE_PER_CLASS = {
     "range": ("split_bill", {"total": 10, "people": 0}),
     "format": ("list_events", {"date": "tomorrow"}),
     "not_found": ("get_order", {"order_id": "ORD-1"}),
-    "conflict": ("transfer_funds", {"from_account_id": "ACC-10010", "to_account_id": "ACC-10010",
-                                    "amount": 1}),
+    "conflict": ("transfer_funds", {"from_account_id": "ACC-10010", "to_account_id": "ACC-10010", "amount": 1}),
 }
 
 

@@ -36,9 +36,7 @@ def test_stage_run_in_another_process_nests_under_the_pipeline_parent(mlflow_sto
     assert PARENT_ENV not in os.environ
     client = mlflow.MlflowClient(mlflow_store)
     experiment = client.get_experiment_by_name("slca")
-    children = client.search_runs(
-        [experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-    )
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert len(children) == 1
     child = children[0]
     assert child.data.tags["slca.stage"] == "child-stage"

@@ -48,8 +48,16 @@ def _runs(uri: str, stage: str) -> list:
 def test_processes_started_at_once_on_a_new_store_all_log_their_run(tmp_path):
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     go = tmp_path / "go"
-    workers = [subprocess.Popen([sys.executable, "-c", PROBE, str(go), str(k)], env=_env(uri), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for k in range(4)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROBE, str(go), str(k)],
+            env=_env(uri),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for k in range(4)
+    ]
     time.sleep(4.0)  # every worker has imported and is spinning on the start file
     go.touch()
     outputs = [worker.communicate(timeout=240)[0] for worker in workers]
@@ -65,13 +73,16 @@ def test_two_slca_commands_started_together_on_a_new_store_both_exit_0(tmp_path)
     for name in ("a", "b"):
         root = tmp_path / name
         root.mkdir()
-        params = Params(project=ProjectParams(seed=5),
-                        data=DataParams(out_dir=str(root / "data"), report_path=str(root / "reports/data.json"),
-                                        **small))
+        params = Params(
+            project=ProjectParams(seed=5),
+            data=DataParams(out_dir=str(root / "data"), report_path=str(root / "reports/data.json"), **small),
+        )
         (root / "params.yaml").write_text(dump_params(params))
         commands.append((root, [str(SLCA), "synthesize", "--params", "params.yaml"]))
-    started = [subprocess.Popen(command, cwd=root, env=_env(uri), text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT) for root, command in commands]
+    started = [
+        subprocess.Popen(command, cwd=root, env=_env(uri), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for root, command in commands
+    ]
     outputs = [process.communicate(timeout=300)[0] for process in started]
     assert [process.returncode for process in started] == [0, 0], "\n".join(outputs)
     assert len(_runs(uri, "synthesize")) == 2

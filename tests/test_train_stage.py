@@ -30,12 +30,29 @@ from slca.train.train_stage import run_train
 from tests.conftest import wait_for_file
 
 REPO = Path(__file__).resolve().parents[1]
-LOGGED = ["reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "rewards/penalty_rate",
-          *[f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")],
-          "credit/misattribution_rate", "credit/contamination", "credit/adv_tool_mean", "credit/adv_summary_mean",
-          "loss", "kl", "rollout/tool_calls_per_rollout", "rollout/redundant_call_rate", "rollout/tokens_per_s",
-          "throughput/tokens_per_s", "rollout/success", "rollout/reward.single", "rollout/success.single",
-          "rewards/success", "rewards/baselines/call_accuracy", "rewards/baselines/rltr"]
+LOGGED = [
+    "reward",
+    "rewards/r_tool/mean",
+    "rewards/r_sum/mean",
+    "rewards/penalty_rate",
+    *[f"rewards/components/{c}" for c in ("fmt", "name", "key", "value", "parallel")],
+    "credit/misattribution_rate",
+    "credit/contamination",
+    "credit/adv_tool_mean",
+    "credit/adv_summary_mean",
+    "loss",
+    "kl",
+    "rollout/tool_calls_per_rollout",
+    "rollout/redundant_call_rate",
+    "rollout/tokens_per_s",
+    "throughput/tokens_per_s",
+    "rollout/success",
+    "rollout/reward.single",
+    "rollout/success.single",
+    "rewards/success",
+    "rewards/baselines/call_accuracy",
+    "rewards/baselines/rltr",
+]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +71,9 @@ def _scripted(self, *args, **kwargs):
 
 
 def _runs(estimator: str) -> list:
-    return mlflow.search_runs(search_all_experiments=True, output_format="list",
-                              filter_string=f"tags.`slca.estimator` = '{estimator}'")
+    return mlflow.search_runs(
+        search_all_experiments=True, output_format="list", filter_string=f"tags.`slca.estimator` = '{estimator}'"
+    )
 
 
 def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monkeypatch):
@@ -85,8 +103,18 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         assert samples == {"samples/step_000000.json", "samples/step_000002.json"}
         sample = json.loads((folder / "samples" / "step_000002.json").read_text())
         first = sample["rollouts"][0]
-        lengths = {len(first[k]) for k in ("completion_ids", "tokens", "response_mask", "tool_mask", "summary_mask",
-                                           "advantages", "advantages_grpo")}
+        lengths = {
+            len(first[k])
+            for k in (
+                "completion_ids",
+                "tokens",
+                "response_mask",
+                "tool_mask",
+                "summary_mask",
+                "advantages",
+                "advantages_grpo",
+            )
+        }
         assert sample["estimator"] == estimator and len(lengths) == 1
     calls = client.get_metric_history(_runs("slca")[0].info.run_id, "rollout/tool_calls_per_rollout")
     assert max(m.value for m in calls) > 0
@@ -94,7 +122,12 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
     train_runs = dashboard_data.list_runs(mlflow_store, "train")
     assert {run.estimator for run in train_runs} == {"slca", "grpo", "gdpo", "toolpo", "rltr"}
     assert {run.estimator for run in dashboard_data.default_comparison(train_runs)} == {
-        "slca", "grpo", "gdpo", "toolpo", "rltr"}
+        "slca",
+        "grpo",
+        "gdpo",
+        "toolpo",
+        "rltr",
+    }
     (gdpo,) = [run for run in train_runs if run.estimator == "gdpo"]
     shown = dashboard_data.load_sample(mlflow_store, gdpo.run_id, 2)
     assert shown["estimator"] == "gdpo" and shown["rollouts"]
@@ -107,13 +140,23 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(raw))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "MLFLOW_TRACKING_URI": mlflow_store}
-    command = [sys.executable, "-m", "slca.train.train_stage", "--params", str(params_file),
-               "--estimator", "grpo", "--seed", "3"]
+    command = [
+        sys.executable,
+        "-m",
+        "slca.train.train_stage",
+        "--params",
+        str(params_file),
+        "--estimator",
+        "grpo",
+        "--seed",
+        "3",
+    ]
     folder = workspace / "models" / "grpo-s3"
     first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert wait_for_file(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), \
+        assert wait_for_file(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), (
             first.stderr.read().decode()[-2000:] if first.poll() is not None else "no checkpoint in time"
+        )
     finally:
         first.kill()  # SIGKILL
         first.wait()
@@ -156,12 +199,21 @@ def test_learning_curve_is_logged_at_step_0_every_k_and_the_last(workspace, mlfl
     monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
     val = workspace / "data" / "val.jsonl"
     val.write_text((workspace / "data" / "train.jsonl").read_text())
-    params = small_params(workspace, max_steps=3, num_generations=2, max_completion_length=24,
-                          val_every=2, val_tasks=3, out_dir=str(workspace / "curve-models"))
+    params = small_params(
+        workspace,
+        max_steps=3,
+        num_generations=2,
+        max_completion_length=24,
+        val_every=2,
+        val_tasks=3,
+        out_dir=str(workspace / "curve-models"),
+    )
     mlflow.set_tracking_uri(mlflow_store)
     run_train(params, "slca", seed=0)
-    rows = [json.loads(line) for line in
-            (workspace / "curve-models" / "slca-s0" / "metrics_history.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (workspace / "curve-models" / "slca-s0" / "metrics_history.jsonl").read_text().splitlines()
+    ]
     curve = {row["step"]: row for row in rows if "val/success" in row}
     assert sorted(curve) == [0, 2, 3]
     assert all(0.0 <= row["val/name_f1"] <= 1.0 for row in curve.values())
@@ -180,8 +232,15 @@ def test_gdpo_is_a_dvc_matrix_item_whose_command_trains_from_the_slca_cli(worksp
     """params.yaml lists gdpo → dvc.yaml's matrix has train@gdpo-0, and its command runs as written."""
     from dvc.repo import Repo
 
-    raw = small_raw(workspace, max_steps=2, num_generations=2, max_completion_length=12,
-                    estimators=["slca", "gdpo"], seeds=[0], out_dir=str(tmp_path / "models"))
+    raw = small_raw(
+        workspace,
+        max_steps=2,
+        num_generations=2,
+        max_completion_length=12,
+        estimators=["slca", "gdpo"],
+        seeds=[0],
+        out_dir=str(tmp_path / "models"),
+    )
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     full = dump_params(load_params(tmp_path / "params.yaml"))  # dvc.yaml reads sections raw leaves out
     (tmp_path / "params.yaml").write_text(full)
@@ -192,8 +251,15 @@ def test_gdpo_is_a_dvc_matrix_item_whose_command_trains_from_the_slca_cli(worksp
     assert stage.cmd == "slca train --estimator gdpo --seed 0"
     words = stage.cmd.split()
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
-    done = subprocess.run([str(Path(sys.executable).with_name(words[0])), *words[1:]], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=180, check=False)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name(words[0])), *words[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "models" / "gdpo-s0" / "metrics.json").read_text())
     assert summary["estimator"] == "gdpo" and summary["global_step"] == 2

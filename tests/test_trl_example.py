@@ -39,10 +39,16 @@ def example_run(tmp_path_factory):
 
     def record_advantages(self, output):
         advantages = original_advantages(self, output)
-        scored.append({"output": {k: v.clone() for k, v in output.items() if isinstance(v, torch.Tensor)},
-                       "tail": self._segment_rows(output)["tail"].clone(),
-                       "r_tool": self.last_credit["r_tool"].clone(), "r_sum": self.last_credit["r_sum"].clone(),
-                       "rewards": self._stash["rewards"].clone(), "advantages": advantages.clone()})
+        scored.append(
+            {
+                "output": {k: v.clone() for k, v in output.items() if isinstance(v, torch.Tensor)},
+                "tail": self._segment_rows(output)["tail"].clone(),
+                "r_tool": self.last_credit["r_tool"].clone(),
+                "r_sum": self.last_credit["r_sum"].clone(),
+                "rewards": self._stash["rewards"].clone(),
+                "advantages": advantages.clone(),
+            }
+        )
         return advantages
 
     def record_loss(self, model, inputs):
@@ -114,8 +120,9 @@ def test_the_examples_samples_open_in_the_credit_explorer(example_run):
     sample = dashboard_data.load_disk_sample(runs["trl-example-slca"], steps[-1])
     assert sample["estimator"] == "slca"
     groups = dashboard_groups.sample_groups(sample, 4)
-    assert groups and all(len(r["tokens"]) == len(r["advantages"]) == len(r["tool_mask"]) for g in groups
-                          for r in g.rollouts)
+    assert groups and all(
+        len(r["tokens"]) == len(r["advantages"]) == len(r["tool_mask"]) for g in groups for r in g.rollouts
+    )
     html = dashboard_groups.group_html(groups[0], ["advantages", "advantages_grpo"], 1.0, "slca")
     assert 'data-view="estimator"' in html and 'data-view="grpo"' in html
 
@@ -126,21 +133,69 @@ def test_a_segment_reward_that_is_not_a_reward_function_is_refused_in_one_line()
     from datasets import Dataset
     from trl import GRPOConfig
 
-    args = GRPOConfig(output_dir="/tmp/unused-slca-trl", max_steps=1, per_device_train_batch_size=4, num_generations=4,
-                      report_to="none", use_cpu=True, bf16=False, save_strategy="no")
+    args = GRPOConfig(
+        output_dir="/tmp/unused-slca-trl",
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+    )
     dataset = Dataset.from_list([{"prompt": example.request("Dune"), "title": "Dune"}])
-    with pytest.raises(ValueError, match=r"summary reward 'answer' is not one of the trainer's rewards "
-                                         r"\['lending_reward', 'answer_reward'\]"):
-        SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward, example.answer_reward], args=args,
-                           train_dataset=dataset, processing_class=tokenizer, environment_factory=example.Library,
-                           tool_reward="lending_reward", summary_reward="answer")
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"summary reward 'answer' is not one of the trainer's rewards "
+            r"\['lending_reward', 'answer_reward'\]"
+        ),
+    ):
+        SegmentGRPOTrainer(
+            model,
+            reward_funcs=[example.lending_reward, example.answer_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            environment_factory=example.Library,
+            tool_reward="lending_reward",
+            summary_reward="answer",
+        )
     with pytest.raises(ValueError, match="needs tool_reward="):
-        SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
-                           processing_class=tokenizer, environment_factory=example.Library, summary_reward=0)
-    with pytest.raises(ValueError, match=r"the 'toolpo' estimator reads one more reward: pass "
-                                         r"extra_rewards=\{'call_accuracy': <reward name or index>\}"):
-        SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
-                           processing_class=tokenizer, tool_reward=0, summary_reward=0, estimator="toolpo")
-    with pytest.raises(ValueError, match="unknown estimator|not a registered|estimator"):
-        SegmentGRPOTrainer(model, reward_funcs=[example.lending_reward], args=args, train_dataset=dataset,
-                           processing_class=tokenizer, tool_reward=0, summary_reward=0, estimator="ppo")
+        SegmentGRPOTrainer(
+            model,
+            reward_funcs=[example.lending_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            environment_factory=example.Library,
+            summary_reward=0,
+        )
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"the 'toolpo' estimator reads one more reward: pass "
+            r"extra_rewards=\{'call_accuracy': <reward name or index>\}"
+        ),
+    ):
+        SegmentGRPOTrainer(
+            model,
+            reward_funcs=[example.lending_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            tool_reward=0,
+            summary_reward=0,
+            estimator="toolpo",
+        )
+    with pytest.raises(ValueError, match=r"unknown estimator|not a registered|estimator"):
+        SegmentGRPOTrainer(
+            model,
+            reward_funcs=[example.lending_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            tool_reward=0,
+            summary_reward=0,
+            estimator="ppo",
+        )

@@ -16,13 +16,19 @@ def render(uri: str) -> None:
         st.info(common.no_runs_message("train", uri, error))
         return
     by_label = {run.label: run for run in runs}
-    chosen = st.multiselect("Runs to compare", list(by_label),
-                            default=[run.label for run in data.default_comparison(runs)], key="compare_runs")
+    chosen = st.multiselect(
+        "Runs to compare",
+        list(by_label),
+        default=[run.label for run in data.default_comparison(runs)],
+        key="compare_runs",
+    )
     if len(chosen) < 2:
         st.info("pick two or more runs to compare")
         return
-    histories = {metric: {label: common.metric_history(uri, by_label[label].run_id, metric) for label in chosen}
-                 for metric in data.COMPARE_METRICS}
+    histories = {
+        metric: {label: common.metric_history(uri, by_label[label].run_id, metric) for label in chosen}
+        for metric in data.COMPARE_METRICS
+    }
     st.markdown("**last logged value**")
     st.dataframe(data.final_values_frame(histories).style.format(precision=3), width="stretch")
     columns = st.columns(2)

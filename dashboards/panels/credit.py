@@ -35,9 +35,15 @@ def sources(uri: str, paths: data.ProjectPaths) -> tuple[list[SampleSource], str
     found = []
     for run in runs:
         size = run.params.get("train.num_generations", "4")
-        found.append(SampleSource(f"{run.label} · {run.status.lower()}", run.estimator, run.run_id,
-                                  disk.pop(f"{run.estimator}-s{run.seed}", None),
-                                  int(size) if size.isdigit() else 4))
+        found.append(
+            SampleSource(
+                f"{run.label} · {run.status.lower()}",
+                run.estimator,
+                run.run_id,
+                disk.pop(f"{run.estimator}-s{run.seed}", None),
+                int(size) if size.isdigit() else 4,
+            )
+        )
     for name, folder in disk.items():
         found.append(SampleSource(f"{name} (disk: {folder})", name.rsplit("-s", 1)[0], None, folder))
     return found, error
@@ -57,16 +63,25 @@ def pick_groups(found: list[groups_data.RolloutGroup]) -> list[groups_data.Rollo
     kind_column, flips_column, disagree_column = st.columns([2, 2, 3])
     kind = kind_column.selectbox("Task kind", [ALL_KINDS, *groups_data.kinds_of(found)], key="credit_kind")
     only_flips = flips_column.checkbox("only groups with sign flips", key="credit_only_flips")
-    only_disagreeing = disagree_column.checkbox("only groups where R_tool and R_sum disagree",
-                                                key="credit_only_disagree")
+    only_disagreeing = disagree_column.checkbox(
+        "only groups where R_tool and R_sum disagree", key="credit_only_disagree"
+    )
     return groups_data.filter_groups(found, None if kind == ALL_KINDS else kind, only_flips, only_disagreeing)
 
 
 def render_group(group: groups_data.RolloutGroup, estimator: str) -> None:
-    views = {estimator: ("advantages",), "GRPO": ("advantages_grpo",),
-             "side by side": ("advantages", "advantages_grpo")}
-    view = st.radio("Advantages", list(views), horizontal=True, key="credit_view",
-                    format_func=lambda v: f"{v} (active estimator)" if v == estimator else v)
+    views = {
+        estimator: ("advantages",),
+        "GRPO": ("advantages_grpo",),
+        "side by side": ("advantages", "advantages_grpo"),
+    }
+    view = st.radio(
+        "Advantages",
+        list(views),
+        horizontal=True,
+        key="credit_view",
+        format_func=lambda v: f"{v} (active estimator)" if v == estimator else v,
+    )
     scale = groups_data.group_scale(group)
     st.markdown(data.legend_html(scale), unsafe_allow_html=True)
     st.markdown(groups_data.flip_summary_html(group), unsafe_allow_html=True)
@@ -85,23 +100,29 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         st.caption(error)
     run_column, step_column = st.columns([3, 1])
     first_with_samples = next((i for i, s in enumerate(found) if steps_of(uri, s)[0]), 0)
-    source = run_column.selectbox("Train run", found, index=first_with_samples, format_func=lambda s: s.label,
-                                  key="credit_run")
+    source = run_column.selectbox(
+        "Train run", found, index=first_with_samples, format_func=lambda s: s.label, key="credit_run"
+    )
     steps, from_mlflow = steps_of(uri, source)
     if not steps:
         st.info(f"run {source.label} has no advantage samples yet (samples/step_NNNNNN.json)")
         return
     step = step_column.selectbox("Step", steps, index=len(steps) - 1, key="credit_step")
-    sample = (common.load_sample(uri, source.run_id, step) if from_mlflow
-              else common.load_disk_sample(str(source.folder), step))
+    sample = (
+        common.load_sample(uri, source.run_id, step)
+        if from_mlflow
+        else common.load_disk_sample(str(source.folder), step)
+    )
     rollouts = sample.get("rollouts") or []
     if not rollouts:
         st.info(f"step {step} of {source.label} holds no rollouts")
         return
     stale = [i for i, r in enumerate(rollouts) if any(k not in r for k in REQUIRED)]
     if stale:
-        st.error(f"step {step} of {source.label}: rollouts {stale} lack some of {list(REQUIRED)}; "
-                 "they were written by an older trainer")
+        st.error(
+            f"step {step} of {source.label}: rollouts {stale} lack some of {list(REQUIRED)}; "
+            "they were written by an older trainer"
+        )
         return
     shown = pick_groups(groups_data.sample_groups(sample, source.num_generations))
     if not shown:

@@ -8,8 +8,13 @@ from panels import common
 from slca import dashboard_data as data
 
 MAX_DEFAULT_RUNS = 8
-DEFAULT_METRICS = ("reward", "rewards/r_tool/mean", "rewards/r_sum/mean", "credit/misattribution_rate",
-                   "credit/contamination")
+DEFAULT_METRICS = (
+    "reward",
+    "rewards/r_tool/mean",
+    "rewards/r_sum/mean",
+    "credit/misattribution_rate",
+    "credit/contamination",
+)
 
 
 def render(uri: str) -> None:

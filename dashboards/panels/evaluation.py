@@ -11,8 +11,17 @@ from slca import dashboard_data as data
 
 
 def per_run_frame(records: list[dict], metrics: list[str]) -> pd.DataFrame:
-    frame = pd.DataFrame([{"estimator": r["estimator"], "seed": r["seed"], "source": r["source"],
-                           **{m: r["metrics"].get(m) for m in metrics}} for r in records])
+    frame = pd.DataFrame(
+        [
+            {
+                "estimator": r["estimator"],
+                "seed": r["seed"],
+                "source": r["source"],
+                **{m: r["metrics"].get(m) for m in metrics},
+            }
+            for r in records
+        ]
+    )
     return frame.set_index(["estimator", "seed"])
 
 
@@ -37,8 +46,11 @@ def render(uri: str, paths: data.ProjectPaths) -> None:
         render_comparison(paths)
         return
     available = data.ordered_eval_metrics(set().union(*(r["metrics"].keys() for r in records)))
-    headline = [m for m in available if not m.startswith(("bfcl.", "tau2.")) or m in (
-        "bfcl.overall_accuracy_non_live", "tau2.pass_hat_1")][:8]
+    headline = [
+        m
+        for m in available
+        if not m.startswith(("bfcl.", "tau2.")) or m in ("bfcl.overall_accuracy_non_live", "tau2.pass_hat_1")
+    ][:8]
     metrics = st.multiselect("Metrics", available, default=headline, key="eval_metrics")
     st.markdown("**mean ± std over seeds**")
     st.dataframe(data.mean_std_frame(data.mean_std(records), metrics), width="stretch")

@@ -10,8 +10,12 @@ import streamlit as st
 
 from slca import dashboard_data as data
 
-HEADLINE = (("error_f1", "held-out error-agreement F1"), ("conformance", "conformance"),
-            ("value_agreement", "value agreement"), ("latency_us", "latency (µs, simulator)"))
+HEADLINE = (
+    ("error_f1", "held-out error-agreement F1"),
+    ("conformance", "conformance"),
+    ("value_agreement", "value agreement"),
+    ("latency_us", "latency (µs, simulator)"),
+)
 
 
 def render_headline(report: dict[str, Any]) -> None:
@@ -19,8 +23,12 @@ def render_headline(report: dict[str, Any]) -> None:
     shown = [(key, label) for key, label in HEADLINE if isinstance(heldout.get(key), (int, float))]
     for column, (key, label) in zip(st.columns(len(shown)) if shown else [], shown):
         real = heldout.get("real_latency_us") if key == "latency_us" else None
-        column.metric(label, f"{heldout[key]:.1f}" if key == "latency_us" else f"{heldout[key]:.3f}",
-                      delta=f"real {real:.1f}" if isinstance(real, (int, float)) else None, delta_color="off")
+        column.metric(
+            label,
+            f"{heldout[key]:.1f}" if key == "latency_us" else f"{heldout[key]:.3f}",
+            delta=f"real {real:.1f}" if isinstance(real, (int, float)) else None,
+            delta_color="off",
+        )
 
 
 def render_plot(report: dict[str, Any], paths: data.ProjectPaths) -> None:

@@ -71,8 +71,11 @@ _PROFILE: list[str] = []  # set by the app callback's --profile
 
 
 @app.callback()
-def _options(profile: Annotated[str | None, typer.Option(
-        "--profile", help="Apply a params profile on top of the params file (real: pretrained policies).")] = None,
+def _options(
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="Apply a params profile on top of the params file (real: pretrained policies)."),
+    ] = None,
 ) -> None:
     _PROFILE[:] = [profile] if profile else []
 
@@ -100,8 +103,14 @@ def _run_stage(target: str | Callable[..., Any], params_path: Path | None, *args
         if error.errno not in WRITE_ERRNOS:
             raise
         where = error.filename or "an output file"
-        typer.secho(f"error: cannot write {where}: {error.strerror or error}; free space or make the folder "
-                    "writable and rerun (nothing half-written was kept)", fg=typer.colors.RED, err=True)
+        typer.secho(
+            (
+                f"error: cannot write {where}: {error.strerror or error}; free space or make the folder "
+                "writable and rerun (nothing half-written was kept)"
+            ),
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise typer.Exit(2) from None
 
 
@@ -126,9 +135,11 @@ def calibrate(params: ParamsOption = Path("params.yaml")) -> None:
     """Calibrate the tool simulator against the real executors."""
     report = _run_stage("slca.simulator.calibration:run_calibrate", params)
     heldout = report.get("heldout", {}) if isinstance(report, dict) else {}
-    figures = ", ".join(f"{key} {heldout[key]:.3f}" for key in
-                        ("error_f1", "error_class_agreement", "conformance", "value_agreement", "consistency")
-                        if isinstance(heldout.get(key), (int, float)))
+    figures = ", ".join(
+        f"{key} {heldout[key]:.3f}"
+        for key in ("error_f1", "error_class_agreement", "conformance", "value_agreement", "consistency")
+        if isinstance(heldout.get(key), (int, float))
+    )
     typer.echo(f"calibration held-out: {figures}")
 
 
@@ -144,8 +155,10 @@ def reward_audit(params: ParamsOption = Path("params.yaml")) -> None:
         raise typer.Exit(1) from None
     if isinstance(report, dict):
         oracle = {path: cases["oracle"]["success"] for path, cases in report["paths"].items()}
-        typer.echo(f"reward audit passed: oracle Success train {oracle['train']:.3f}, eval {oracle['eval']:.3f}; "
-                   f"every corruption scores lower in the segment it corrupts")
+        typer.echo(
+            f"reward audit passed: oracle Success train {oracle['train']:.3f}, eval {oracle['eval']:.3f}; "
+            f"every corruption scores lower in the segment it corrupts"
+        )
 
 
 @app.command()
@@ -203,22 +216,24 @@ def compare(params: ParamsOption = Path("params.yaml")) -> None:
 @app.command()
 def experiment(
     spec: Annotated[Path, typer.Option("--spec", help="Experiment file: overrides and ablations.")] = Path(
-        "experiments/headline.yaml"),
+        "experiments/headline.yaml"
+    ),
     params: ParamsOption = Path("params.yaml"),
     lanes: Annotated[int | None, typer.Option(help="Jobs run side by side (default: the file's `lanes`).")] = None,
     report_only: Annotated[bool, typer.Option(help="Only rebuild the report from finished runs.")] = False,
     only: Annotated[list[str] | None, typer.Option(help="Run only these groups (main or an ablation's name).")] = None,
-    dvc_exp: Annotated[bool, typer.Option(help="Print each group as a `dvc exp run -S ...` command; run nothing.")] = False,
+    dvc_exp: Annotated[
+        bool, typer.Option(help="Print each group as a `dvc exp run -S ...` command; run nothing.")
+    ] = False,
 ) -> None:
     """The headline experiment: every estimator × seed from one SFT checkpoint, then reports/experiment.md."""
     from slca.experiment import run_experiment
 
     def _run() -> None:
-        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or (),
-                                 dvc_exp=dvc_exp)
+        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or (), dvc_exp=dvc_exp)
         for line in numbers.get("dvc_exp_commands") or []:
             typer.echo(line)
-        for line in (numbers.get("verdict_lines") or []):
+        for line in numbers.get("verdict_lines") or []:
             typer.echo(line)
 
     _run_stage(_run, None)
@@ -244,13 +259,18 @@ def pipeline(
 
 @app.command()
 def dashboard(
-    tracking_uri: Annotated[str | None, typer.Option(
-        help="MLflow store to show (default: MLFLOW_TRACKING_URI, else <project-dir>/mlflow.db).")] = None,
-    project_dir: Annotated[Path, typer.Option(
-        exists=True, file_okay=False, help="Folder with params.yaml, models/ and reports/.")] = Path("."),
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow store to show (default: MLFLOW_TRACKING_URI, else <project-dir>/mlflow.db)."),
+    ] = None,
+    project_dir: Annotated[
+        Path, typer.Option(exists=True, file_okay=False, help="Folder with params.yaml, models/ and reports/.")
+    ] = Path("."),
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
-    host: Annotated[str, typer.Option(
-        help="Interface to bind; the dashboard has no authentication, so keep loopback or add a proxy.")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(help="Interface to bind; the dashboard has no authentication, so keep loopback or add a proxy."),
+    ] = "127.0.0.1",
 ) -> None:
     """Serve the Streamlit dashboard; the store and folder are fixed here, not editable in the page."""
     from slca.dashboard_data import launch_command, launch_env
@@ -266,7 +286,9 @@ def profile(
     name: Annotated[str, typer.Argument(help="Profile to apply (real: pretrained policies).")],
     params: ParamsOption = Path("params.yaml"),
     model_path: Annotated[str | None, typer.Option(help="Set policy.model_path too.")] = None,
-    write: Annotated[Path | None, typer.Option(help="Write the result here (atomically) instead of printing it.")] = None,
+    write: Annotated[
+        Path | None, typer.Option(help="Write the result here (atomically) instead of printing it.")
+    ] = None,
 ) -> None:
     """Print (or write) the params file with a profile applied: what `dvc repro` should read."""
     from slca.config import apply_profile, dump_params, with_overrides
@@ -310,8 +332,20 @@ def _mount_subapps() -> None:
 _mount_subapps()
 
 
-PIPELINE_PACKAGES = {"mlflow", "prefect", "dvc", "streamlit", "great_expectations", "matplotlib", "peft",
-                     "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "tau2", "pandas"}
+PIPELINE_PACKAGES = {
+    "mlflow",
+    "prefect",
+    "dvc",
+    "streamlit",
+    "great_expectations",
+    "matplotlib",
+    "peft",
+    "tree_sitter",
+    "tree_sitter_java",
+    "tree_sitter_javascript",
+    "tau2",
+    "pandas",
+}
 
 
 def main() -> None:
@@ -320,8 +354,14 @@ def main() -> None:
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in PIPELINE_PACKAGES:
             raise
-        typer.secho(f"error: this command needs the pipeline extra ({error.name} is not installed): "
-                    "pip install 'slca[pipeline]' (make install installs it)", fg=typer.colors.RED, err=True)
+        typer.secho(
+            (
+                f"error: this command needs the pipeline extra ({error.name} is not installed): "
+                "pip install 'slca[pipeline]' (make install installs it)"
+            ),
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise SystemExit(2) from None
 
 

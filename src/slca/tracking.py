@@ -70,7 +70,7 @@ def sqlite_path(uri: str) -> Path | None:
     """The database file of a `sqlite:///` URI (None for other stores or an in-memory database)."""
     if not uri.startswith("sqlite:///"):
         return None
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    path = uri[len("sqlite:///") :].split("?", 1)[0]
     return None if path in ("", ":memory:") else Path(path)
 
 
@@ -92,8 +92,10 @@ def store_lock(uri: str) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - closed below
     except OSError as error:
-        raise TrackingError(f"MLflow tracking store {uri}: cannot create {path.parent} ({error.strerror}); "
-                            "set MLFLOW_TRACKING_URI / project.tracking_uri to a writable place") from None
+        raise TrackingError(
+            f"MLflow tracking store {uri}: cannot create {path.parent} ({error.strerror}); "
+            "set MLFLOW_TRACKING_URI / project.tracking_uri to a writable place"
+        ) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
@@ -149,8 +151,9 @@ def pipeline_run(params: Any | None = None, name: str = "pipeline") -> Iterator[
 
 
 @contextlib.contextmanager
-def stage_run(stage: str, params: Any | None = None, *, run_id: str | None = None,
-              log_params: Mapping[str, Any] | None = None) -> Iterator[Any]:
+def stage_run(
+    stage: str, params: Any | None = None, *, run_id: str | None = None, log_params: Mapping[str, Any] | None = None
+) -> Iterator[Any]:
     """Open the run of one stage, nested under the pipeline parent when there is one.
 
     `run_id` resumes an existing run (a resumed training run continues its own MLflow run).
@@ -176,8 +179,13 @@ def kill_item_runs(flow_run_id: str) -> list[str]:
 
     client = mlflow.MlflowClient()
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    found = client.search_runs(experiments, f"tags.`{ITEM_FLOW_RUN_TAG}` = '{flow_run_id}' "
-                                            "and attributes.status = 'RUNNING'") if experiments else []
+    found = (
+        client.search_runs(
+            experiments, (f"tags.`{ITEM_FLOW_RUN_TAG}` = '{flow_run_id}' and attributes.status = 'RUNNING'")
+        )
+        if experiments
+        else []
+    )
     for run in found:
         client.set_terminated(run.info.run_id, "KILLED")
     return [run.info.run_id for run in found]

@@ -87,20 +87,36 @@ def ensure_tool_call_parser(processing_class: Any) -> None:
 
     fmt = chat_format(tokenizer)
     if (fmt.call_open, fmt.call_close) != ("<tool_call>", "</tool_call>"):
-        raise ValueError(f"the tokenizer's chat template writes tool calls as {fmt.call_open}…{fmt.call_close}, which "
-                         "TRL cannot parse; set `tokenizer.response_template` to a parser for that format")
+        raise ValueError(
+            f"the tokenizer's chat template writes tool calls as {fmt.call_open}…{fmt.call_close}, which "
+            "TRL cannot parse; set `tokenizer.response_template` to a parser for that format"
+        )
     tokenizer.response_template = qwen3_template
 
 
 class SegmentGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose advantages are `slca.credit.compute_advantages(estimator, ...)` per token."""
 
-    def __init__(self, model: Any, reward_funcs: Any = None, args: Any = None, *, tool_reward: RewardRef | None = None,
-                 summary_reward: RewardRef | None = None, estimator: str = "slca", scale_std: bool = True,
-                 segment_weights: tuple[float, float] = (1.0, 1.0), abstain_in_tool_baseline: bool = False,
-                 truncated_tool_call_as_tool: bool = False, extra_rewards: Mapping[str, RewardRef] | None = None,
-                 sample_sink: SampleSink | None = None, sample_every: int = 1, sample_rollouts: int = 4,
-                 share_prompt: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        reward_funcs: Any = None,
+        args: Any = None,
+        *,
+        tool_reward: RewardRef | None = None,
+        summary_reward: RewardRef | None = None,
+        estimator: str = "slca",
+        scale_std: bool = True,
+        segment_weights: tuple[float, float] = (1.0, 1.0),
+        abstain_in_tool_baseline: bool = False,
+        truncated_tool_call_as_tool: bool = False,
+        extra_rewards: Mapping[str, RewardRef] | None = None,
+        sample_sink: SampleSink | None = None,
+        sample_every: int = 1,
+        sample_rollouts: int = 4,
+        share_prompt: bool = True,
+        **kwargs: Any,
+    ) -> None:
         get_estimator(estimator)  # an unknown name fails before any model work
         self.estimator = estimator
         self.scale_std = scale_std
@@ -117,14 +133,19 @@ class SegmentGRPOTrainer(GRPOTrainer):
         if kwargs.get("tools") or kwargs.get("environment_factory"):
             ensure_tool_call_parser(kwargs.get("processing_class"))
         super().__init__(model, reward_funcs, args, **kwargs)
-        self._reward_index = {key: self._resolve_reward(key, ref) for key, ref in self._reward_refs.items()
-                              if ref is not None or key in ("tool", "summary")}
+        self._reward_index = {
+            key: self._resolve_reward(key, ref)
+            for key, ref in self._reward_refs.items()
+            if ref is not None or key in ("tool", "summary")
+        }
         needed = EXTRA_REWARDS.get(estimator)
         reads_reward_functions = type(self)._segment_rows is SegmentGRPOTrainer._segment_rows
         if needed and self._reward_refs.get(needed) is None and reads_reward_functions:
-            raise ValueError(f"the {estimator!r} estimator reads one more reward: pass "
-                             f"extra_rewards={{{needed!r}: <reward name or index>}}; rewards are "
-                             f"{list(self.reward_func_names)}")
+            raise ValueError(
+                f"the {estimator!r} estimator reads one more reward: pass "
+                f"extra_rewards={{{needed!r}: <reward name or index>}}; rewards are "
+                f"{list(self.reward_func_names)}"
+            )
 
     # ---- which reward scores which segment -------------------------------------------------------
 
@@ -133,8 +154,10 @@ class SegmentGRPOTrainer(GRPOTrainer):
         names = list(self.reward_func_names)
         if ref is None:
             if type(self)._segment_rows is SegmentGRPOTrainer._segment_rows:
-                raise ValueError(f"SegmentGRPOTrainer needs {key}_reward=: the reward function (name or index) that "
-                                 f"scores the {key} segment; rewards are {names}")
+                raise ValueError(
+                    f"SegmentGRPOTrainer needs {key}_reward=: the reward function (name or index) that "
+                    f"scores the {key} segment; rewards are {names}"
+                )
             return None
         if isinstance(ref, int) and not isinstance(ref, bool):
             if not 0 <= ref < len(names):
@@ -157,20 +180,36 @@ class SegmentGRPOTrainer(GRPOTrainer):
         output["advantages"] = self._segment_advantages(output).to(output["advantages"].dtype)
         return output
 
-    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                                           logits_to_keep: int, batch_size: int | None = None,
-                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
-                                           **extra: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **extra: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """TRL's loss forward, with each group's shared prompt run once (`slca.shared_prefix`) on one process
         for text-only models; TRL's own forward otherwise (several processes, images, MoE aux loss)."""
-        if (self.share_prompt and not compute_aux_loss and self.accelerator.num_processes == 1
-                and all(value is None for value in extra.values())):
+        if (
+            self.share_prompt
+            and not compute_aux_loss
+            and self.accelerator.num_processes == 1
+            and all(value is None for value in extra.values())
+        ):
             chunk = batch_size or input_ids.size(0)
             logps, entropies = [], []
             for start in range(0, input_ids.size(0), chunk):
-                part = shared_prefix_logps(model, input_ids[start:start + chunk], attention_mask[start:start + chunk],
-                                           logits_to_keep, compute_entropy=compute_entropy,
-                                           autocast=self.accelerator.autocast)
+                part = shared_prefix_logps(
+                    model,
+                    input_ids[start : start + chunk],
+                    attention_mask[start : start + chunk],
+                    logits_to_keep,
+                    compute_entropy=compute_entropy,
+                    autocast=self.accelerator.autocast,
+                )
                 if part is None:
                     break
                 logps.append(part[0])
@@ -178,9 +217,16 @@ class SegmentGRPOTrainer(GRPOTrainer):
                     entropies.append(part[1])
             else:
                 return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
-        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                          batch_size=batch_size, compute_entropy=compute_entropy,
-                                                          compute_aux_loss=compute_aux_loss, **extra)
+        return super()._get_per_token_logps_and_entropies(
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=batch_size,
+            compute_entropy=compute_entropy,
+            compute_aux_loss=compute_aux_loss,
+            **extra,
+        )
 
     # ---- advantages ---------------------------------------------------------------------------------
 
@@ -198,11 +244,18 @@ class SegmentGRPOTrainer(GRPOTrainer):
         rewards = self._stash["rewards"].to(torch.float64).nan_to_num(0.0)
         column = {key: rewards[:, index] for key, index in self._reward_index.items() if index is not None}
         completions = self._stash.get("completions") or []
-        tail = torch.tensor([_ends_in_tool_call(c) for c in completions] or [False] * output["completion_ids"].size(0),
-                            dtype=torch.long, device=output["completion_ids"].device)
-        return {"r_tool": column["tool"], "r_sum": column["summary"], "penalty": None,
-                "extra": {key: value for key, value in column.items() if key not in ("tool", "summary")},
-                "tail": self._gather_rows(tail).bool()}
+        tail = torch.tensor(
+            [_ends_in_tool_call(c) for c in completions] or [False] * output["completion_ids"].size(0),
+            dtype=torch.long,
+            device=output["completion_ids"].device,
+        )
+        return {
+            "r_tool": column["tool"],
+            "r_sum": column["summary"],
+            "penalty": None,
+            "extra": {key: value for key, value in column.items() if key not in ("tool", "summary")},
+            "tail": self._gather_rows(tail).bool(),
+        }
 
     def _segment_advantages(self, output: dict[str, Any]) -> torch.Tensor:
         """(B, T) advantages of the active estimator for this process's rows."""
@@ -212,45 +265,97 @@ class SegmentGRPOTrainer(GRPOTrainer):
             local_mask = local_mask * output["tool_mask"]
         rows = self._segment_rows(output)
         response_mask = self._gather_rows(local_mask)
-        tool_mask, summary_mask = segment_masks(response_mask, last_run_has_tool_call=rows["tail"],
-                                                truncated_tool_call_as_tool=self.truncated_tool_call_as_tool)
-        generations = self.num_generations if self.model.training else self.num_generations_eval
+        tool_mask, summary_mask = segment_masks(
+            response_mask,
+            last_run_has_tool_call=rows["tail"],
+            truncated_tool_call_as_tool=self.truncated_tool_call_as_tool,
+        )
+        generations = self.num_generations if self._training() else self.num_generations_eval
+        assert generations is not None  # TRL falls back to num_generations
         group_ids = torch.arange(response_mask.size(0), device=device) // generations
-        kwargs = {"scale_std": self.scale_std, "weights": self.segment_weights, "penalty": rows["penalty"],
-                  "extra": rows["extra"], **({"penalty_value": rows["penalty_value"]} if "penalty_value" in rows else {})}
-        advantages = compute_advantages(self.estimator, rows["r_tool"], rows["r_sum"], tool_mask, summary_mask,
-                                        group_ids, abstain_in_tool_baseline=self.abstain_in_tool_baseline, **kwargs)
-        grpo = advantages if self.estimator == "grpo" else compute_advantages(
-            "grpo", rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids, **kwargs)
+        kwargs = {
+            "scale_std": self.scale_std,
+            "weights": self.segment_weights,
+            "penalty": rows["penalty"],
+            "extra": rows["extra"],
+            **({"penalty_value": rows["penalty_value"]} if "penalty_value" in rows else {}),
+        }
+        advantages = compute_advantages(
+            self.estimator,
+            rows["r_tool"],
+            rows["r_sum"],
+            tool_mask,
+            summary_mask,
+            group_ids,
+            abstain_in_tool_baseline=self.abstain_in_tool_baseline,
+            **kwargs,
+        )
+        grpo = (
+            advantages
+            if self.estimator == "grpo"
+            else compute_advantages("grpo", rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids, **kwargs)
+        )
         penalty = rows["penalty"] if rows["penalty"] is not None else torch.zeros_like(rows["r_tool"], dtype=torch.bool)
         self._log_credit(advantages, grpo, rows, tool_mask, summary_mask, group_ids, penalty)
-        self.last_credit = {"advantages": advantages, "grpo": grpo, "response_mask": response_mask,
-                            "tool_mask": tool_mask, "summary_mask": summary_mask, "group_ids": group_ids,
-                            "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": penalty,
-                            "extra": rows["extra"]}
+        self.last_credit = {
+            "advantages": advantages,
+            "grpo": grpo,
+            "response_mask": response_mask,
+            "tool_mask": tool_mask,
+            "summary_mask": summary_mask,
+            "group_ids": group_ids,
+            "r_tool": rows["r_tool"],
+            "r_sum": rows["r_sum"],
+            "penalty": penalty,
+            "extra": rows["extra"],
+        }
         self._after_credit(output, rows)
-        if self.sample_sink is not None and self.model.training and self._is_sample_step():
+        if self.sample_sink is not None and self._training() and self._is_sample_step():
             self.sample_sink(self.state.global_step, self._sample(output))
         start = self.accelerator.process_index * local_mask.size(0)
-        return advantages[start:start + local_mask.size(0), : local_mask.size(1)]
+        return advantages[start : start + local_mask.size(0), : local_mask.size(1)]
 
     def _after_credit(self, output: dict[str, Any], rows: dict[str, Any]) -> None:
         """Hook after each batch's advantages (`self.last_credit` is set): extra logging in subclasses."""
 
     # ---- logging ------------------------------------------------------------------------------------
 
+    def _training(self) -> bool:
+        """Whether the model is in training mode (TRL types `self.model` as optional; it is set here)."""
+        assert self.model is not None
+        return self.model.training
+
     def _is_sample_step(self) -> bool:
         return self.accelerator.is_main_process and self.state.global_step % self.sample_every == 0
 
-    def _log_credit(self, advantages: torch.Tensor, grpo: torch.Tensor, rows: dict[str, Any], tool_mask: torch.Tensor,
-                    summary_mask: torch.Tensor, group_ids: torch.Tensor, penalty: torch.Tensor) -> None:
-        metrics = self._metrics["train" if self.model.training else "eval"]
-        diagnostics = credit_diagnostics(advantages, grpo, None, rows["r_tool"], rows["r_sum"], tool_mask,
-                                         summary_mask, group_ids, penalty=penalty, scale_std=self.scale_std)
+    def _log_credit(
+        self,
+        advantages: torch.Tensor,
+        grpo: torch.Tensor,
+        rows: dict[str, Any],
+        tool_mask: torch.Tensor,
+        summary_mask: torch.Tensor,
+        group_ids: torch.Tensor,
+        penalty: torch.Tensor,
+    ) -> None:
+        metrics = self._metrics["train" if self._training() else "eval"]
+        diagnostics = credit_diagnostics(
+            advantages,
+            grpo,
+            None,
+            rows["r_tool"],
+            rows["r_sum"],
+            tool_mask,
+            summary_mask,
+            group_ids,
+            penalty=penalty,
+            scale_std=self.scale_std,
+        )
         for name, value in diagnostics.items():
             metrics[f"credit/{name}"].append(value)
         metrics["credit/tool_tokens_frac"].append(
-            float(tool_mask.sum() / (tool_mask.sum() + summary_mask.sum()).clamp(min=1)))
+            float(tool_mask.sum() / (tool_mask.sum() + summary_mask.sum()).clamp(min=1))
+        )
 
     def _sample_head(self, row: int) -> dict[str, Any]:
         """Fields a sample rollout starts with (the task it came from, in subclasses); `row` is local."""
@@ -258,12 +363,15 @@ class SegmentGRPOTrainer(GRPOTrainer):
 
     def _sample_tail(self, row: int, at: int) -> dict[str, Any]:
         """Fields a sample rollout ends with: its segment rewards (`at` is its row among all processes')."""
-        return {"r_tool": round(float(self.last_credit["r_tool"][at]), 4),
-                "r_sum": round(float(self.last_credit["r_sum"][at]), 4)}
+        return {
+            "r_tool": round(float(self.last_credit["r_tool"][at]), 4),
+            "r_sum": round(float(self.last_credit["r_sum"][at]), 4),
+        }
 
     def _sample(self, output: dict[str, Any]) -> dict[str, Any]:
         """Compact JSON of a few local rollouts: tokens, masks, advantages (active and GRPO)."""
-        credit, tokenizer = self.last_credit, getattr(self.processing_class, "tokenizer", self.processing_class)
+        credit = self.last_credit
+        tokenizer: Any = getattr(self.processing_class, "tokenizer", self.processing_class)  # a processor wraps one
         local_rows = output["completion_ids"].size(0)
         start = self.accelerator.process_index * local_rows
         rollouts = []
@@ -271,18 +379,21 @@ class SegmentGRPOTrainer(GRPOTrainer):
             length = int(output["completion_mask"][row].sum())
             ids = output["completion_ids"][row, :length].tolist()
             at = start + row
-            rollouts.append({
-                **self._sample_head(row),
-                "group": int(credit["group_ids"][at]), "sample_idx": row,
-                "completion_ids": ids,
-                "tokens": [tokenizer.decode([token], skip_special_tokens=False) for token in ids],
-                "response_mask": credit["response_mask"][at, :length].int().tolist(),
-                "tool_mask": credit["tool_mask"][at, :length].int().tolist(),
-                "summary_mask": credit["summary_mask"][at, :length].int().tolist(),
-                "advantages": [round(v, 4) for v in credit["advantages"][at, :length].tolist()],
-                "advantages_grpo": [round(v, 4) for v in credit["grpo"][at, :length].tolist()],
-                **self._sample_tail(row, at),
-            })
+            rollouts.append(
+                {
+                    **self._sample_head(row),
+                    "group": int(credit["group_ids"][at]),
+                    "sample_idx": row,
+                    "completion_ids": ids,
+                    "tokens": [tokenizer.decode([token], skip_special_tokens=False) for token in ids],
+                    "response_mask": credit["response_mask"][at, :length].int().tolist(),
+                    "tool_mask": credit["tool_mask"][at, :length].int().tolist(),
+                    "summary_mask": credit["summary_mask"][at, :length].int().tolist(),
+                    "advantages": [round(v, 4) for v in credit["advantages"][at, :length].tolist()],
+                    "advantages_grpo": [round(v, 4) for v in credit["grpo"][at, :length].tolist()],
+                    **self._sample_tail(row, at),
+                }
+            )
         return {"step": self.state.global_step, "estimator": self.estimator, "rollouts": rollouts}
 
 

@@ -14,6 +14,7 @@ import json
 import sys
 import zlib
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -29,8 +30,8 @@ from slca.train.policy import load_policy, read_tasks  # noqa: E402
 class Checked(SLCAGRPOTrainer):
     """Records generation calls and checks the gathered group layout after each batch."""
 
-    calls: list[int] = []
-    groups_ok: list[bool] = []
+    calls: ClassVar[list[int]] = []
+    groups_ok: ClassVar[list[bool]] = []
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
@@ -55,7 +56,9 @@ def scripted_turn(trainer: Checked):
             task = next(t for t in trainer._current_tasks if t["messages"][-1]["content"] in text)
             if trainer.accelerator.process_index == 0:
                 call = task["gold_steps"][0][0]
-                reply = f'<tool_call>\n{json.dumps({"name": call["name"], "arguments": call["arguments"]})}\n</tool_call>'
+                reply = (
+                    f'<tool_call>\n{json.dumps({"name": call["name"], "arguments": call["arguments"]})}\n</tool_call>'
+                )
             else:
                 reply = task["gold_summary"]
             out.append(tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"])
@@ -69,15 +72,23 @@ def main() -> None:
     model, tokenizer = load_policy(params.sft.out_dir, params)
     tasks = read_tasks(ROOT / "data" / "train.jsonl")
     args = grpo_config(params, "slca", 0, str(ROOT / "two-proc-out"), save=False)
-    trainer = Checked(model, params=params, estimator="slca", args=args, train_dataset=task_dataset(tasks),
-                      processing_class=tokenizer)
+    trainer = Checked(
+        model, params=params, estimator="slca", args=args, train_dataset=task_dataset(tasks), processing_class=tokenizer
+    )
     trainer._generate_single_turn = scripted_turn(trainer)
     trainer.train()
     calls = trainer.accelerator.gather(torch.tensor([len(Checked.calls)])).tolist()
     if trainer.accelerator.is_main_process:
-        (ROOT / "two_process.json").write_text(json.dumps({
-            "world_size": trainer.accelerator.num_processes, "global_step": trainer.state.global_step,
-            "generation_calls": calls, "groups_ok": Checked.groups_ok}))
+        (ROOT / "two_process.json").write_text(
+            json.dumps(
+                {
+                    "world_size": trainer.accelerator.num_processes,
+                    "global_step": trainer.state.global_step,
+                    "generation_calls": calls,
+                    "groups_ok": Checked.groups_ok,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

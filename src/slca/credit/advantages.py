@@ -73,8 +73,9 @@ class AdvantageInputs:
     def needs(self, name: str, estimator: str) -> Tensor:
         """The extra reward input `name`; a one-line error when the caller did not pass it."""
         if name not in self.extra:
-            raise ValueError(f"the {estimator!r} estimator needs extra[{name!r}] "
-                             f"(per-rollout values from slca.rewards.baselines)")
+            raise ValueError(
+                f"the {estimator!r} estimator needs extra[{name!r}] (per-rollout values from slca.rewards.baselines)"
+            )
         return self.extra[name]
 
 
@@ -102,9 +103,7 @@ def get_estimator(name: str) -> Estimator:
     return _ESTIMATORS[name]
 
 
-def group_normalise(
-    values: Tensor, members: Tensor, group_index: Tensor, n_groups: int, scale_std: bool
-) -> Tensor:
+def group_normalise(values: Tensor, members: Tensor, group_index: Tensor, n_groups: int, scale_std: bool) -> Tensor:
     """Per-group (R − μ)/(σ + eps) over `members`; 0 outside them or when a group has < 2.
 
     values/members are [B] or [B, C] (C reward columns normalised independently in one pass).
@@ -129,9 +128,7 @@ def rows_with_tokens(mask: Tensor) -> Tensor:
     return mask.view(torch.uint8).amax(dim=-1).bool()  # ~20x faster than Tensor.any on CPU
 
 
-def segment_tokens(
-    a_tool: Tensor, a_sum: Tensor, tool_mask: Tensor, summary_mask: Tensor
-) -> Tensor:
+def segment_tokens(a_tool: Tensor, a_sum: Tensor, tool_mask: Tensor, summary_mask: Tensor) -> Tensor:
     """Place per-row tool/summary advantages on their tokens; 0 elsewhere."""
     a_tool, a_sum = a_tool.to(TOKEN_DTYPE), a_sum.to(TOKEN_DTYPE)
     on_summary = torch.where(summary_mask, a_sum.unsqueeze(-1), a_sum.new_zeros(()))
@@ -159,8 +156,9 @@ def grpo(x: AdvantageInputs) -> Tensor:
 def slca(x: AdvantageInputs) -> Tensor:
     """Segment-locked: each segment's tokens get only their own segment's advantage."""
     rewards = torch.stack([x.r_tool, x.r_sum], dim=-1)  # both segments in one pass of index_add_
-    tool_members = (torch.ones_like(x.r_tool, dtype=torch.bool) if x.abstain_in_tool_baseline
-                    else rows_with_tokens(x.tool_mask))
+    tool_members = (
+        torch.ones_like(x.r_tool, dtype=torch.bool) if x.abstain_in_tool_baseline else rows_with_tokens(x.tool_mask)
+    )
     members = torch.stack([tool_members, rows_with_tokens(x.summary_mask)], dim=-1)
     a = group_normalise(rewards, members, x.group_index, x.n_groups, x.scale_std)
     w_tool, w_sum = x.weights
@@ -210,14 +208,10 @@ def rltr(x: AdvantageInputs) -> Tensor:
     return segment_tokens(a_tool, torch.zeros_like(a_tool), x.tool_mask, x.summary_mask)
 
 
-def _as_rewards(
-    values: Tensor | list[float], name: str, batch: int, device: torch.device
-) -> Tensor:
+def _as_rewards(values: Tensor | list[float], name: str, batch: int, device: torch.device) -> Tensor:
     tensor = torch.as_tensor(values, dtype=torch.float64, device=device)  # lists stay exact
     if tensor.shape != (batch,):
-        raise ValueError(
-            f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}"
-        )
+        raise ValueError(f"{name} must have shape ({batch},) to match the masks; got {tuple(tensor.shape)}")
     return tensor
 
 

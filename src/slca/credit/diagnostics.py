@@ -58,9 +58,7 @@ def pearson(x: Tensor, y: Tensor) -> float:
     return float((dx * dy).sum()) / denominator if denominator > 1e-12 else 0.0
 
 
-def _silent_groups(
-    values: Tensor, members: Tensor, group_index: Tensor, n_groups: int
-) -> Tensor:
+def _silent_groups(values: Tensor, members: Tensor, group_index: Tensor, n_groups: int) -> Tensor:
     """Bool [G]: the segment has < 2 members in the group or their values are all equal."""
     weight = members.double()
     count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, group_index, weight)
@@ -93,9 +91,7 @@ def credit_diagnostics(
 ) -> dict[str, float]:
     """Flat metrics (see the module docstring). `adv_tool_only` is Â_tool = norm(R_tool) on tool
     tokens (SLCA's tool segment with unit weights); it is computed here when None."""
-    x = prepare_inputs(
-        r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std, penalty=penalty
-    )
+    x = prepare_inputs(r_tool, r_sum, tool_mask, summary_mask, group_ids, scale_std=scale_std, penalty=penalty)
     if adv_tool_only is None:
         slca_unit = compute_advantages(
             "slca",
@@ -120,12 +116,8 @@ def credit_diagnostics(
     metrics["contamination"] = float((grpo_on_tool - exec_on_tool).abs().mean()) if n_tool else 0.0
     metrics["corr_r_tool_r_sum"] = pearson(x.r_tool, x.r_sum)
     index, groups = x.group_index.cpu(), x.n_groups
-    silent_tool = _silent_groups(
-        x.r_tool.cpu(), rows_with_tokens(tool).cpu(), index, groups
-    )
-    silent_sum = _silent_groups(
-        x.r_sum.cpu(), rows_with_tokens(summary).cpu(), index, groups
-    )
+    silent_tool = _silent_groups(x.r_tool.cpu(), rows_with_tokens(tool).cpu(), index, groups)
+    silent_sum = _silent_groups(x.r_sum.cpu(), rows_with_tokens(summary).cpu(), index, groups)
     metrics["zero_var_tool_frac"] = float(silent_tool.double().mean())
     metrics["zero_var_summary_frac"] = float(silent_sum.double().mean())
     metrics["zero_var_any_frac"] = float((silent_tool | silent_sum).double().mean())

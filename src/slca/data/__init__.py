@@ -1,6 +1,6 @@
 """Task synthesis, splits and data validation (the `synthesize` stage).
 
-    from slca.data import synthesize, run_synthesize, validate_files
+from slca.data import synthesize, run_synthesize, validate_files
 """
 
 from __future__ import annotations

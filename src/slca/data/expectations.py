@@ -37,6 +37,7 @@ class DataValidationError(ValueError):
 
 # ---- flattening: one row dict -> one record of plain and boolean columns ----
 
+
 def _validator(parameters: dict) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator)
     return cls(parameters, format_checker=cls.FORMAT_CHECKER)
@@ -89,9 +90,12 @@ def _messages_ok(row: Mapping) -> bool:
 def _tools_ok(row: Mapping) -> bool:
     tools = row.get("tools") or []
     names = list(offered_tools(row))
-    return (len(tools) >= 1 and len(names) == len(tools) and len(set(names)) == len(names)
-            and all(t.get("type") == "function" and isinstance(t["function"].get("parameters"), dict)
-                    for t in tools))
+    return (
+        len(tools) >= 1
+        and len(names) == len(tools)
+        and len(set(names)) == len(names)
+        and all(t.get("type") == "function" and isinstance(t["function"].get("parameters"), dict) for t in tools)
+    )
 
 
 def _shape_ok(row: Mapping) -> bool:
@@ -99,8 +103,10 @@ def _shape_ok(row: Mapping) -> bool:
     steps, responses = row.get("gold_steps"), row.get("gold_responses")
     if not isinstance(steps, list) or not isinstance(responses, list) or len(steps) != len(responses):
         return False
-    if any(not isinstance(s, list) or not isinstance(r, list) or len(s) != len(r) or not s
-           for s, r in zip(steps, responses)):
+    if any(
+        not isinstance(s, list) or not isinstance(r, list) or len(s) != len(r) or not s
+        for s, r in zip(steps, responses)
+    ):
         return False
     calls = gold_calls(row)
     if not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls):
@@ -140,8 +146,9 @@ def flatten_row(row: Mapping, schemas: _SchemaCache) -> dict:
         "tools_ok": _tools_ok(row),
         "gold_shape_ok": _shape_ok(row),
         "gold_calls_offered": all(c.get("name") in tools for c in calls),
-        "gold_args_valid": all(c.get("name") in tools and schemas.valid(tools[c["name"]], c.get("arguments"))
-                               for c in calls),
+        "gold_args_valid": all(
+            c.get("name") in tools and schemas.valid(tools[c["name"]], c.get("arguments")) for c in calls
+        ),
         "reference_stated": _reference_stated(row),
     }
 
@@ -156,8 +163,12 @@ def leakage_sets(rows_by_split: Mapping[str, list[dict]]) -> dict[str, tuple[set
 
     seen = [s for s in rows_by_split if s != "test"]
     held = [s for s in rows_by_split if s == "test"]
-    return {split: (union(templates, seen), union(entities, seen)) if split == "test"
-            else (union(templates, held), union(entities, held)) for split in rows_by_split}
+    return {
+        split: (union(templates, seen), union(entities, seen))
+        if split == "test"
+        else (union(templates, held), union(entities, held))
+        for split in rows_by_split
+    }
 
 
 def flatten_splits(rows_by_split: Mapping[str, list[dict]]) -> dict[str, list[dict]]:
@@ -181,12 +192,22 @@ def flatten_splits(rows_by_split: Mapping[str, list[dict]]) -> dict[str, list[di
 
 # ---- the suite ----
 
-FLAG_COLUMNS = ("messages_ok", "tools_ok", "gold_shape_ok", "gold_calls_offered", "gold_args_valid",
-                "reference_stated", "id_unique_across_splits", "template_not_leaked", "entities_not_leaked")
+FLAG_COLUMNS = (
+    "messages_ok",
+    "tools_ok",
+    "gold_shape_ok",
+    "gold_calls_offered",
+    "gold_args_valid",
+    "reference_stated",
+    "id_unique_across_splits",
+    "template_not_leaked",
+    "entities_not_leaked",
+)
 
 
-def build_expectations(split: str, required_kinds: Iterable[str], domains: Iterable[str],
-                       max_prompt_chars: int) -> list:
+def build_expectations(
+    split: str, required_kinds: Iterable[str], domains: Iterable[str], max_prompt_chars: int
+) -> list:
     """The expectations one split must meet."""
     import great_expectations as gx
 
@@ -233,8 +254,12 @@ def summarize_result(result: Any) -> dict:
     kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
     column = kwargs.get("column")
     info = result.result or {}
-    entry = {"expectation": config.type, "column": column, "success": bool(result.success),
-             "kwargs": {k: _short(v) for k, v in kwargs.items()}}
+    entry = {
+        "expectation": config.type,
+        "column": column,
+        "success": bool(result.success),
+        "kwargs": {k: _short(v) for k, v in kwargs.items()},
+    }
     if "unexpected_count" in info:
         index = info.get("unexpected_index_list") or []
         entry["element_count"] = info.get("element_count")
@@ -248,8 +273,13 @@ def summarize_result(result: Any) -> dict:
     return entry
 
 
-def validate_splits(rows_by_split: Mapping[str, list[dict]], *, domains: Iterable[str],
-                    required_kinds: Iterable[str] = KINDS, max_prompt_chars: int = 8000) -> dict:
+def validate_splits(
+    rows_by_split: Mapping[str, list[dict]],
+    *,
+    domains: Iterable[str],
+    required_kinds: Iterable[str] = KINDS,
+    max_prompt_chars: int = 8000,
+) -> dict:
     """Run the suite on every split; returns the report (success, per-split results, seconds)."""
     import pandas as pd
 
@@ -267,14 +297,18 @@ def validate_splits(rows_by_split: Mapping[str, list[dict]], *, domains: Iterabl
         for expectation in build_expectations(split, required_kinds, domains, max_prompt_chars):
             suite.add_expectation(expectation)
         definition = context.validation_definitions.add(
-            gx.ValidationDefinition(name=f"validate_{split}", data=batch, suite=suite))
+            gx.ValidationDefinition(name=f"validate_{split}", data=batch, suite=suite)
+        )
         frame = pd.DataFrame.from_records(split_records, columns=list(_columns(split_records)))
         result = definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
         entries = [summarize_result(r) for r in result.results]
-        report["splits"][split] = {"success": bool(result.success), "rows": len(split_records),
-                                   "evaluated": len(entries),
-                                   "failed": sum(not e["success"] for e in entries),
-                                   "results": entries}
+        report["splits"][split] = {
+            "success": bool(result.success),
+            "rows": len(split_records),
+            "evaluated": len(entries),
+            "failed": sum(not e["success"] for e in entries),
+            "results": entries,
+        }
         report["success"] = report["success"] and bool(result.success)
     report["seconds"] = round(time.perf_counter() - started, 3)
     return report

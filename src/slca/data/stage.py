@@ -67,17 +67,25 @@ def compute_stats(rows_by_split: dict[str, list[dict]]) -> dict:
         kinds = Counter(r["kind"] for r in rows)
         domains = Counter(r["domain"] for r in rows)
         pairs = Counter(f"{r['kind']}/{r['domain']}" for r in rows)
-        stats[split] = {"rows": len(rows), "kind": {k: kinds[k] for k in KINDS},
-                        "domain": {d: domains[d] for d in DOMAINS}, "kind_domain": dict(sorted(pairs.items())),
-                        "gold_calls": sum(len(c) for r in rows for c in r["gold_steps"])}
+        stats[split] = {
+            "rows": len(rows),
+            "kind": {k: kinds[k] for k in KINDS},
+            "domain": {d: domains[d] for d in DOMAINS},
+            "kind_domain": dict(sorted(pairs.items())),
+            "gold_calls": sum(len(c) for r in rows for c in r["gold_steps"]),
+        }
     return stats
 
 
 def validate_rows(rows_by_split: dict[str, list[dict]], params: DataParams | None = None) -> dict:
     """Run the suite with the knobs of `params` (defaults when None); returns the report."""
     params = params or DataParams()
-    return validate_splits(rows_by_split, domains=DOMAINS, required_kinds=required_kinds(params.kind_mix.model_dump()),
-                           max_prompt_chars=params.max_prompt_chars)
+    return validate_splits(
+        rows_by_split,
+        domains=DOMAINS,
+        required_kinds=required_kinds(params.kind_mix.model_dump()),
+        max_prompt_chars=params.max_prompt_chars,
+    )
 
 
 def validate_files(data_dir: Path | str = "data", params: DataParams | None = None) -> dict:
@@ -139,8 +147,10 @@ def synthesize_and_publish(params: Params) -> dict:
     synth_s = time.perf_counter() - started
     staged = Staged()
     try:
-        temps = {split: staged.write(split_path(data.out_dir, split), "".join(dumps_row(r) + "\n" for r in rows[split]))
-                 for split in SPLITS}
+        temps = {
+            split: staged.write(split_path(data.out_dir, split), "".join(dumps_row(r) + "\n" for r in rows[split]))
+            for split in SPLITS
+        }
         stored = {split: read_jsonl(path) for split, path in temps.items()}  # validate the bytes to publish
         report = validate_rows(stored, data)
         gx_s = report.pop("seconds")
@@ -155,11 +165,15 @@ def synthesize_and_publish(params: Params) -> dict:
     finally:
         staged.discard()
     n_rows = sum(len(r) for r in rows.values())
-    return {"rows": {split: len(rows[split]) for split in SPLITS}, "stats": stats, "report": report,
-            "paths": [str(split_path(data.out_dir, s)) for s in SPLITS] + [str(Path(data.out_dir) / "stats.json"),
-                                                                           data.report_path],
-            "seconds": {"synthesize": round(synth_s, 3), "validate": round(gx_s, 3)},
-            "rows_per_second": round(n_rows / max(synth_s, 1e-9), 1)}
+    return {
+        "rows": {split: len(rows[split]) for split in SPLITS},
+        "stats": stats,
+        "report": report,
+        "paths": [str(split_path(data.out_dir, s)) for s in SPLITS]
+        + [str(Path(data.out_dir) / "stats.json"), data.report_path],
+        "seconds": {"synthesize": round(synth_s, 3), "validate": round(gx_s, 3)},
+        "rows_per_second": round(n_rows / max(synth_s, 1e-9), 1),
+    }
 
 
 def run_synthesize(params: Params) -> dict:
@@ -174,9 +188,13 @@ def run_synthesize(params: Params) -> dict:
                 tracking.log_json(error.report, "data_validation.failed.json")
             raise
         tracking.log_metrics(count_metrics(summary["stats"]))
-        tracking.log_metrics({"synthesize_seconds": summary["seconds"]["synthesize"],
-                              "validate_seconds": summary["seconds"]["validate"],
-                              "rows_per_second": summary["rows_per_second"]})
+        tracking.log_metrics(
+            {
+                "synthesize_seconds": summary["seconds"]["synthesize"],
+                "validate_seconds": summary["seconds"]["validate"],
+                "rows_per_second": summary["rows_per_second"],
+            }
+        )
         tracking.log_json(summary["stats"], "stats.json")
         tracking.log_json(summary["report"], "data_validation.json")
     return compact(summary)
@@ -185,8 +203,14 @@ def run_synthesize(params: Params) -> dict:
 def compact(summary: dict) -> dict:
     """The few numbers worth printing: rows per split and kind, timings, validation outcome."""
     report = summary["report"]
-    return {"rows": summary["rows"], "kinds": {s: v["kind"] for s, v in summary["stats"].items()},
-            "seconds": summary["seconds"], "rows_per_second": summary["rows_per_second"],
-            "validation": {"success": report["success"],
-                           "expectations": sum(v["evaluated"] for v in report["splits"].values())},
-            "outputs": summary["paths"]}
+    return {
+        "rows": summary["rows"],
+        "kinds": {s: v["kind"] for s, v in summary["stats"].items()},
+        "seconds": summary["seconds"],
+        "rows_per_second": summary["rows_per_second"],
+        "validation": {
+            "success": report["success"],
+            "expectations": sum(v["evaluated"] for v in report["splits"].values()),
+        },
+        "outputs": summary["paths"],
+    }

@@ -27,16 +27,20 @@ KINDS = ("single", "parallel", "multiple", "multi_step", "no_call")
 SPLITS = ("train", "val", "test")
 MAX_TRIES = 40
 
-SYSTEM_PROMPT = ("You are a helpful assistant that can call tools. Today is {today}. Call the provided "
-                 "tools when they help with the request, and answer only from what the tool results "
-                 "say. If none of the available tools can answer the request, do not call any; say so "
-                 "plainly instead.")
+SYSTEM_PROMPT = (
+    "You are a helpful assistant that can call tools. Today is {today}. Call the provided "
+    "tools when they help with the request, and answer only from what the tool results "
+    "say. If none of the available tools can answer the request, do not call any; say so "
+    "plainly instead."
+)
 OPENERS = ("", "", "", "Hi! ", "Hello. ", "Hey there! ", "Quick question: ", "Good morning! ")
 CLOSERS = ("", "", "", " Thanks!", " Thank you.", " Thanks in advance.", " I'd appreciate it.")
-REFUSALS = ("Sorry, I can't {gist} with the tools I have here; they only cover {areas}.",
-            "I'm not able to {gist}: none of my available tools can do that (I only have {areas} tools).",
-            "Unfortunately the tools available to me ({areas}) can't {gist}, so I can't answer that.",
-            "I don't have a tool to {gist}. The tools I can use only handle {areas}.")
+REFUSALS = (
+    "Sorry, I can't {gist} with the tools I have here; they only cover {areas}.",
+    "I'm not able to {gist}: none of my available tools can do that (I only have {areas} tools).",
+    "Unfortunately the tools available to me ({areas}) can't {gist}, so I can't answer that.",
+    "I don't have a tool to {gist}. The tools I can use only handle {areas}.",
+)
 
 
 class SynthesisError(RuntimeError):
@@ -87,8 +91,15 @@ def template_groups() -> dict[str, int]:
 class SplitBuilder:
     """Builds the rows of one split from its allowed templates and entity pools."""
 
-    def __init__(self, split: str, params: DataParams, seed: int, world: World,
-                 pools: dict[str, list[str]], templates: dict[str, list[int]]) -> None:
+    def __init__(
+        self,
+        split: str,
+        params: DataParams,
+        seed: int,
+        world: World,
+        pools: dict[str, list[str]],
+        templates: dict[str, list[int]],
+    ) -> None:
         self.split, self.params, self.seed, self.world = split, params, seed, world
         self.scratch = world.copy()  # read-only calls run here; its caches grow, the pristine world's do not
         self.pools, self.templates = pools, templates
@@ -133,8 +144,9 @@ class SplitBuilder:
                 return self.make(kind, recipe, ctx)
             except Reject as why:
                 last = str(why)
-        raise SynthesisError(f"{self.split}: recipe {recipe.key!r} ({kind}) produced no valid task "
-                             f"in {MAX_TRIES} tries (last: {last})")
+        raise SynthesisError(
+            f"{self.split}: recipe {recipe.key!r} ({kind}) produced no valid task in {MAX_TRIES} tries (last: {last})"
+        )
 
     def make(self, kind: str, recipe: ToolRecipe | ChainRecipe, ctx: Ctx) -> dict:
         if kind == "multi_step":
@@ -153,9 +165,19 @@ class SplitBuilder:
         template_id, text = self.phrase(ctx.rng, f"{recipe.key}.ask", recipe.asks, draw.slots)
         extra = self.params.n_distractors if kind == "multiple" else 0
         summary = ctx.rng.choice(recipe.answers).format(**draw.slots, **facts)
-        return self.row(kind, recipe.domain, ctx, text, template_id, [recipe.tool], extra,
-                        [[{"name": recipe.tool, "arguments": draw.arguments}]], [[content]],
-                        references(facts), summary)
+        return self.row(
+            kind,
+            recipe.domain,
+            ctx,
+            text,
+            template_id,
+            [recipe.tool],
+            extra,
+            [[{"name": recipe.tool, "arguments": draw.arguments}]],
+            [[content]],
+            references(facts),
+            summary,
+        )
 
     def parallel(self, recipe: ToolRecipe, ctx: Ctx) -> dict:
         ctx.plain = True
@@ -168,12 +190,14 @@ class SplitBuilder:
         step = [{"name": recipe.tool, "arguments": d.arguments} for d in draws]
         contents = self.run(recipe.writes, [step])[0]
         facts = [recipe.facts(c, d) for c, d in zip(contents, draws)]
-        template_id, text = self.phrase(ctx.rng, f"{recipe.key}.par", recipe.parallel,
-                                        {"items": join_items([d.item for d in draws])})
+        template_id, text = self.phrase(
+            ctx.rng, f"{recipe.key}.par", recipe.parallel, {"items": join_items([d.item for d in draws])}
+        )
         summary = " ".join(ctx.rng.choice(recipe.answers).format(**d.slots, **f) for d, f in zip(draws, facts))
         refs = references({f"{i}.{k}": v for i, f in enumerate(facts) for k, v in f.items()})
-        return self.row("parallel", recipe.domain, ctx, text, template_id, [recipe.tool], 0, [step],
-                        [contents], refs, summary)
+        return self.row(
+            "parallel", recipe.domain, ctx, text, template_id, [recipe.tool], 0, [step], [contents], refs, summary
+        )
 
     def no_call(self, recipe: ToolRecipe, ctx: Ctx) -> dict:
         draw = recipe.sample(ctx)
@@ -195,8 +219,19 @@ class SplitBuilder:
         template_id, text = self.phrase(ctx.rng, f"{chain.key}.ask", chain.asks, slots)
         summary = ctx.rng.choice(chain.answers).format(**slots, **facts)
         extra = min(1, self.params.n_distractors)
-        return self.row("multi_step", chain.domain, ctx, text, template_id, list(chain.tools), extra,
-                        steps, done, references(facts), summary)
+        return self.row(
+            "multi_step",
+            chain.domain,
+            ctx,
+            text,
+            template_id,
+            list(chain.tools),
+            extra,
+            steps,
+            done,
+            references(facts),
+            summary,
+        )
 
     # ---- helpers ----
     def run(self, writes: bool, steps: list[list[dict]]) -> list[list[dict]]:
@@ -230,14 +265,34 @@ class SplitBuilder:
         rng.shuffle(names)
         return [self.openai[name] for name in names]
 
-    def row(self, kind: str, domain: str, ctx: Ctx, text: str, template_id: str, needed: list[str],
-            extra: int, steps: list, responses: list, reference: list[str], summary: str) -> dict:
-        return {"id": "", "domain": domain, "kind": kind, "split": self.split,
-                "messages": [{"role": "system", "content": self.system}, {"role": "user", "content": text}],
-                "tools": self.offered(ctx.rng, needed, domain, extra),
-                "gold_steps": steps, "gold_responses": responses, "reference": reference,
-                "gold_summary": summary[0].upper() + summary[1:], "template_id": template_id,
-                "entities": sorted(set(ctx.used))}
+    def row(
+        self,
+        kind: str,
+        domain: str,
+        ctx: Ctx,
+        text: str,
+        template_id: str,
+        needed: list[str],
+        extra: int,
+        steps: list,
+        responses: list,
+        reference: list[str],
+        summary: str,
+    ) -> dict:
+        return {
+            "id": "",
+            "domain": domain,
+            "kind": kind,
+            "split": self.split,
+            "messages": [{"role": "system", "content": self.system}, {"role": "user", "content": text}],
+            "tools": self.offered(ctx.rng, needed, domain, extra),
+            "gold_steps": steps,
+            "gold_responses": responses,
+            "reference": reference,
+            "gold_summary": summary[0].upper() + summary[1:],
+            "template_id": template_id,
+            "entities": sorted(set(ctx.used)),
+        }
 
 
 def references(facts: dict[str, str]) -> list[str]:

@@ -90,8 +90,9 @@ def read_history(path: Path) -> list[dict[str, float]]:
     return sorted(rows, key=lambda row: row.get("step", 0))
 
 
-def plot_final_metrics(table: Mapping[str, Mapping[str, tuple[float, float, int]]], metrics: Sequence[str],
-                       path: Path) -> Path:
+def plot_final_metrics(
+    table: Mapping[str, Mapping[str, tuple[float, float, int]]], metrics: Sequence[str], path: Path
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,7 +120,7 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     """Trailing mean over up to `window` values (shorter at the start)."""
     out = []
     for index in range(len(values)):
-        chunk = values[max(0, index - window + 1): index + 1]
+        chunk = values[max(0, index - window + 1) : index + 1]
         out.append(sum(chunk) / len(chunk))
     return out
 
@@ -137,9 +138,14 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, float]]],
             points = [(row["step"], row[key]) for row in rows if key in row and "step" in row]
             if points:
                 steps, values = zip(*points)
-                line, = ax.plot(steps, values, marker=".", alpha=0.35, linewidth=0.8)
-                ax.plot(steps, moving_average(values, SMOOTHING), color=line.get_color(), linewidth=2,
-                        label=f"{run} ({SMOOTHING}-step mean)")
+                (line,) = ax.plot(steps, values, marker=".", alpha=0.35, linewidth=0.8)
+                ax.plot(
+                    steps,
+                    moving_average(values, SMOOTHING),
+                    color=line.get_color(),
+                    linewidth=2,
+                    label=f"{run} ({SMOOTHING}-step mean)",
+                )
         ax.set_title(key)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
@@ -176,8 +182,10 @@ def collect(params: Params) -> tuple[dict[str, list[dict[str, float]]], dict[str
             reports.setdefault(estimator, []).append(json.loads(path.read_text(encoding="utf-8"))["metrics"])
             histories[run] = read_history(Path(params.train.out_dir) / run / "metrics_history.jsonl")
     if not reports:
-        raise CompareError(f"no evaluation reports found (expected e.g. {missing[0] if missing else '?'}); "
-                           "run the evaluate stage first")
+        raise CompareError(
+            f"no evaluation reports found (expected e.g. {missing[0] if missing else '?'}); "
+            "run the evaluate stage first"
+        )
     return reports, histories
 
 
@@ -191,18 +199,25 @@ def run_compare(params: Params) -> dict[str, Any]:
     bars = plot_final_metrics(table, metrics, out / "comparison.png")
     curves = plot_training_curves(histories, out / "training_curves.png")
     seeds = ", ".join(str(s) for s in params.train.seeds)
-    text = "\n\n".join([
-        "# Estimator comparison",
-        f"Estimators {', '.join(table)} × seeds {seeds}; mean ± std over seeds (n = runs). "
-        "In-domain figures are on the test split with the real executors.",
-        "## Headline metrics",
-        markdown_table(table, headline or metrics),
-        f"![final metrics]({bars.name})",
-        "## Training curves",
-        f"![training curves]({curves.name})",
-        "## All metrics",
-        markdown_table(table, metrics),
-    ]) + "\n"
+    text = (
+        "\n\n".join(
+            [
+                "# Estimator comparison",
+                (
+                    f"Estimators {', '.join(table)} × seeds {seeds}; mean ± std over seeds (n = runs). "
+                    "In-domain figures are on the test split with the real executors."
+                ),
+                "## Headline metrics",
+                markdown_table(table, headline or metrics),
+                f"![final metrics]({bars.name})",
+                "## Training curves",
+                f"![training curves]({curves.name})",
+                "## All metrics",
+                markdown_table(table, metrics),
+            ]
+        )
+        + "\n"
+    )
     markdown = write_atomic(out / "comparison.md", text)
     with stage_run("compare", params):
         import mlflow

@@ -31,17 +31,41 @@ from typing import Any
 import numpy as np
 
 EPISODE_METRICS = ("success", "process", "name_f1", "arg_match", "r_sum", "calls", "redundant_calls")
-LABELS = {"success": "Success", "process": "Process", "name_f1": "Name-F1", "arg_match": "ArgMatch",
-          "r_sum": "R_sum", "no_call_accuracy": "No-call acc.", "calls": "Calls/task",
-          "redundant_calls": "Redundant/task", "bfcl": "BFCL", "bfcl_irrelevance": "BFCL irrel.",
-          "tau2": "τ² Pass^1"}
-TABLE_METRICS = ("success", "process", "name_f1", "arg_match", "r_sum", "no_call_accuracy", "calls",
-                 "redundant_calls", "bfcl", "bfcl_irrelevance", "tau2")
+LABELS = {
+    "success": "Success",
+    "process": "Process",
+    "name_f1": "Name-F1",
+    "arg_match": "ArgMatch",
+    "r_sum": "R_sum",
+    "no_call_accuracy": "No-call acc.",
+    "calls": "Calls/task",
+    "redundant_calls": "Redundant/task",
+    "bfcl": "BFCL",
+    "bfcl_irrelevance": "BFCL irrel.",
+    "tau2": "τ² Pass^1",
+}
+TABLE_METRICS = (
+    "success",
+    "process",
+    "name_f1",
+    "arg_match",
+    "r_sum",
+    "no_call_accuracy",
+    "calls",
+    "redundant_calls",
+    "bfcl",
+    "bfcl_irrelevance",
+    "tau2",
+)
 PAIRED_METRICS = ("success", "process", "name_f1", "arg_match", "r_sum", "no_call")
-CURVES = {"val/success": "Validation Success (greedy)", "val/process": "Validation Process (greedy)",
-          "rewards/r_tool/mean": "R_tool (rollouts)",
-          "rewards/r_sum/mean": "R_sum (rollouts)", "credit/misattribution_rate": "Misattribution rate",
-          "credit/corr_r_tool_r_sum": "corr(R_tool, R_sum)"}
+CURVES = {
+    "val/success": "Validation Success (greedy)",
+    "val/process": "Validation Process (greedy)",
+    "rewards/r_tool/mean": "R_tool (rollouts)",
+    "rewards/r_sum/mean": "R_sum (rollouts)",
+    "credit/misattribution_rate": "Misattribution rate",
+    "credit/corr_r_tool_r_sum": "corr(R_tool, R_sum)",
+}
 BOOTSTRAP_SAMPLES = 2000
 NAMES = {"grpo": "GRPO", "gdpo": "GDPO", "toolpo": "ToolPO", "rltr": "RLTR", "slca": "SLCA-GRPO"}
 #: the baselines an ablation setting is compared with (each borrowed from the main setting when not rerun)
@@ -105,8 +129,9 @@ def episode_matrix(reports: Sequence[Mapping[str, Any]], metric: str) -> tuple[l
     return tasks, np.asarray(values, dtype=float)
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
-                     ) -> tuple[float, float, float]:
+def paired_bootstrap(
+    a: np.ndarray, b: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[float, float, float]:
     """Mean of a − b and its 95 % interval, resampling seeds (rows) and tasks (columns) together."""
     diff = a - b
     if diff.size == 0:
@@ -160,8 +185,9 @@ def collect(params: Any) -> dict[str, Any]:
                 continue
             report = load_eval(path)
             history = read_history(train_dir / run_label(estimator, seed) / "metrics_history.jsonl")
-            runs.setdefault(estimator, []).append({"seed": seed, "report": report, "summary": run_summary(report),
-                                                   "history": history})
+            runs.setdefault(estimator, []).append(
+                {"seed": seed, "report": report, "summary": run_summary(report), "history": history}
+            )
     sft_path = eval_dir / "sft.json"
     sft = load_eval(sft_path) if sft_path.exists() else None
     return {"runs": runs, "sft": sft, "missing": missing}
@@ -183,25 +209,31 @@ def paired_table(data: Mapping[str, Any], reference: str) -> tuple[list[str], di
     base_runs = data["runs"].get(reference)
     if not base_runs:
         return [f"({reference} was not run: no paired comparison.)"], {}
-    head = ["SLCA − baseline", *(LABELS.get(m, "No-call acc.") if m != "no_call" else "No-call acc."
-                                 for m in PAIRED_METRICS)]
+    head = [
+        "SLCA − baseline",
+        *(LABELS.get(m, "No-call acc.") if m != "no_call" else "No-call acc." for m in PAIRED_METRICS),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     found: dict[str, Any] = {}
     for other, runs in data["runs"].items():
         if other == reference:
             continue
-        seeds = sorted(set(r["seed"] for r in base_runs) & set(r["seed"] for r in runs))
+        seeds = sorted({r["seed"] for r in base_runs} & {r["seed"] for r in runs})
         cells = []
         for metric in PAIRED_METRICS:
-            found[f"{other}.{metric}"] = paired_difference([r["report"] for r in base_runs if r["seed"] in seeds],
-                                                           [r["report"] for r in runs if r["seed"] in seeds], metric)
+            found[f"{other}.{metric}"] = paired_difference(
+                [r["report"] for r in base_runs if r["seed"] in seeds],
+                [r["report"] for r in runs if r["seed"] in seeds],
+                metric,
+            )
             cells.append(_interval(found[f"{other}.{metric}"]))
         lines.append(f"| vs {other} | " + " | ".join(cells) + " |")
     return lines, found
 
 
-def paired_difference(a_reports: Sequence[Mapping[str, Any]], b_reports: Sequence[Mapping[str, Any]],
-                      metric: str) -> dict[str, float]:
+def paired_difference(
+    a_reports: Sequence[Mapping[str, Any]], b_reports: Sequence[Mapping[str, Any]], metric: str
+) -> dict[str, float]:
     """Mean of a − b with its paired bootstrap interval, on the test tasks both were evaluated on.
 
     Seed i of a is paired with seed i of b; a single b report (the SFT start) pairs with every seed of a.
@@ -223,15 +255,18 @@ def start_table(data: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """Each estimator − the SFT start it trained from, paired over test tasks (seeds resampled too)."""
     if data["sft"] is None:
         return ["(the SFT start was not evaluated: nothing to compare RL against.)"], {}
-    head = ["estimator − SFT start", *(LABELS.get(m, "No-call acc.") if m != "no_call" else "No-call acc."
-                                       for m in PAIRED_METRICS)]
+    head = [
+        "estimator − SFT start",
+        *(LABELS.get(m, "No-call acc.") if m != "no_call" else "No-call acc." for m in PAIRED_METRICS),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     found: dict[str, Any] = {}
     for estimator, runs in data["runs"].items():
         for metric in PAIRED_METRICS:
             found[f"{estimator}.{metric}"] = paired_difference([r["report"] for r in runs], [data["sft"]], metric)
-        lines.append(f"| {estimator} | " + " | ".join(_interval(found[f"{estimator}.{m}"]) for m in PAIRED_METRICS)
-                     + " |")
+        lines.append(
+            f"| {estimator} | " + " | ".join(_interval(found[f"{estimator}.{m}"]) for m in PAIRED_METRICS) + " |"
+        )
     return lines, found
 
 
@@ -245,33 +280,55 @@ def _resolved(value: Mapping[str, float] | None) -> bool:
     return value is not None and not math.isnan(value["mean"]) and (value["low"] > 0 or value["high"] < 0)
 
 
-def findings(data: Mapping[str, Any], paired: Mapping[str, Any], start: Mapping[str, Any],
-             curves: Mapping[str, Any], ablations: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+def findings(
+    data: Mapping[str, Any],
+    paired: Mapping[str, Any],
+    start: Mapping[str, Any],
+    curves: Mapping[str, Any],
+    ablations: Mapping[str, Any],
+    labels: Mapping[str, str],
+) -> list[str]:
     """Plain statements read off this report's own numbers (so a rerun rewrites them too)."""
     out = []
     if start:
         moved = [e for e in data["runs"] if _resolved(start.get(f"{e}.success"))]
         detail = "; ".join(f"{e} {_interval(start.get(f'{e}.success'))}" for e in data["runs"])
         if moved:
-            out.append(f"- RL against its SFT start (Success): {detail}. The interval excludes 0 for "
-                       f"{', '.join(moved)}.")
+            out.append(
+                f"- RL against its SFT start (Success): {detail}. The interval excludes 0 for {', '.join(moved)}."
+            )
         else:
-            out.append(f"- RL against its SFT start (Success): {detail}. No estimator's Success separates from "
-                       "the SFT start: RL did not measurably move the policy at this budget.")
+            out.append(
+                f"- RL against its SFT start (Success): {detail}. No estimator's Success separates from "
+                "the SFT start: RL did not measurably move the policy at this budget."
+            )
     reached = {e: c["steps_to_threshold"] for e, c in curves.items() if c.get("steps_to_threshold") is not None}
     if curves:
-        out.append("- Convergence: " + (", ".join(f"{e} reached the validation threshold at step {s}"
-                                                  for e, s in reached.items()) if reached else
-                                        "no estimator reached the validation threshold, so steps-to-threshold "
-                                        "cannot rank them") + ".")
-    no_call = {e: mean_std([r["summary"].get("no_call_accuracy", math.nan) for r in runs])[0]
-               for e, runs in data["runs"].items()}
+        out.append(
+            "- Convergence: "
+            + (
+                ", ".join(f"{e} reached the validation threshold at step {s}" for e, s in reached.items())
+                if reached
+                else "no estimator reached the validation threshold, so steps-to-threshold cannot rank them"
+            )
+            + "."
+        )
+    no_call = {
+        e: mean_std([r["summary"].get("no_call_accuracy", math.nan) for r in runs])[0]
+        for e, runs in data["runs"].items()
+    }
     if no_call and not all(math.isnan(v) for v in no_call.values()):
         ranked = sorted((v, e) for e, v in no_call.items() if not math.isnan(v))
-        worse = [k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["high"] < 0]
-        better = [k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["low"] > 0]
-        text = (f"- No-call accuracy: lowest {ranked[0][1]} ({ranked[0][0]:.3f}), highest {ranked[-1][1]} "
-                f"({ranked[-1][0]:.3f}).")
+        worse = [
+            k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["high"] < 0
+        ]
+        better = [
+            k.split(".")[0] for k, v in paired.items() if k.endswith(".no_call") and _resolved(v) and v["low"] > 0
+        ]
+        text = (
+            f"- No-call accuracy: lowest {ranked[0][1]} ({ranked[0][0]:.3f}), highest {ranked[-1][1]} "
+            f"({ranked[-1][0]:.3f})."
+        )
         if worse:
             text += f" SLCA abstains significantly less often than {', '.join(worse)}."
         if better:
@@ -281,33 +338,67 @@ def findings(data: Mapping[str, Any], paired: Mapping[str, Any], start: Mapping[
         out.append(text)
     if len(ablations) > 1:
         for other in ABLATION_BASELINES:
-            parts = [f"{labels.get(name, name)}: {_interval(found.get(f'{other}.success'))}"
-                     for name, found in ablations.items() if f"{other}.success" in found]
+            parts = [
+                f"{labels.get(name, name)}: {_interval(found.get(f'{other}.success'))}"
+                for name, found in ablations.items()
+                if f"{other}.success" in found
+            ]
             if parts:
                 out.append(f"- SLCA − {NAMES[other]} Success per setting: " + "; ".join(parts) + ".")
     return out
 
 
 def curve_section(data: Mapping[str, Any], threshold_gain: float) -> tuple[list[str], dict[str, Any]]:
-    lines = ["| estimator | val Success at step 0 | at the last step | steps to start + "
-             f"{threshold_gain:.2f} | val Process at step 0 | at the last step | mean misattribution "
-             "| mean corr(R_tool, R_sum) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| estimator | val Success at step 0 | at the last step | steps to start + "
+            f"{threshold_gain:.2f} | val Process at step 0 | at the last step | mean misattribution "
+            "| mean corr(R_tool, R_sum) |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     found: dict[str, Any] = {}
     for estimator, runs in data["runs"].items():
         steps, values = mean_curve([r["history"] for r in runs], "val/success")
         start, last = (values[0], values[-1]) if values else (math.nan, math.nan)
-        reach = (steps_to_threshold([{"step": s, "v": v} for s, v in zip(steps, values, strict=True)], "v",
-                                    start + threshold_gain) if values else None)
-        mis = mean_std([r.get("credit/misattribution_rate", math.nan) for run in runs for r in run["history"]
-                        if "credit/misattribution_rate" in r])[0]
-        corr = mean_std([r.get("credit/corr_r_tool_r_sum", math.nan) for run in runs for r in run["history"]
-                         if "credit/corr_r_tool_r_sum" in r])[0]
+        reach = (
+            steps_to_threshold(
+                [{"step": s, "v": v} for s, v in zip(steps, values, strict=True)], "v", start + threshold_gain
+            )
+            if values
+            else None
+        )
+        mis = mean_std(
+            [
+                r.get("credit/misattribution_rate", math.nan)
+                for run in runs
+                for r in run["history"]
+                if "credit/misattribution_rate" in r
+            ]
+        )[0]
+        corr = mean_std(
+            [
+                r.get("credit/corr_r_tool_r_sum", math.nan)
+                for run in runs
+                for r in run["history"]
+                if "credit/corr_r_tool_r_sum" in r
+            ]
+        )[0]
         _, process = mean_curve([r["history"] for r in runs], "val/process")
         p_start, p_last = (process[0], process[-1]) if process else (math.nan, math.nan)
-        found[estimator] = {"start": start, "last": last, "steps_to_threshold": reach, "misattribution": mis,
-                            "corr": corr, "process_start": p_start, "process_last": p_last}
-        lines.append(f"| {estimator} | {fmt(start)} | {fmt(last)} | {reach if reach is not None else 'not reached'}"
-                     f" | {fmt(p_start)} | {fmt(p_last)} | {fmt(mis)} | {fmt(corr)} |")
+        found[estimator] = {
+            "start": start,
+            "last": last,
+            "steps_to_threshold": reach,
+            "misattribution": mis,
+            "corr": corr,
+            "process_start": p_start,
+            "process_last": p_last,
+        }
+        lines.append(
+            f"| {estimator} | {fmt(start)} | {fmt(last)} | {reach if reach is not None else 'not reached'}"
+            f" | {fmt(p_start)} | {fmt(p_last)} | {fmt(mis)} | {fmt(corr)} |"
+        )
     return lines, found
 
 
@@ -321,14 +412,13 @@ def plot_curves(data: Mapping[str, Any], path: Path) -> Path:
     rows = -(-len(CURVES) // columns)
     fig, grid = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.4 * rows), squeeze=False)
     axes = list(grid.flat)
-    for ax in axes[len(CURVES):]:
+    for ax in axes[len(CURVES) :]:
         ax.set_visible(False)
     for ax, (key, title) in zip(axes, CURVES.items(), strict=False):
         for estimator, runs in data["runs"].items():
             steps, values = mean_curve([r["history"] for r in runs], key)
             if steps:
-                ax.plot(steps, values, marker="o" if key.startswith("val/") else None, markersize=3,
-                        label=estimator)
+                ax.plot(steps, values, marker="o" if key.startswith("val/") else None, markersize=3, label=estimator)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("optimizer step")
         ax.grid(alpha=0.3)
@@ -353,13 +443,20 @@ def plot_summary(data: Mapping[str, Any], path: Path) -> Path:
     offset = 0
     if data["sft"] is not None:
         summary = run_summary(data["sft"])
-        ax.bar(np.arange(len(keys)) + offset * width, [summary.get(k, 0) for k in keys], width, label="SFT",
-               color="0.7")
+        ax.bar(
+            np.arange(len(keys)) + offset * width, [summary.get(k, 0) for k in keys], width, label="SFT", color="0.7"
+        )
         offset += 1
     for estimator in names:
         stats = [mean_std([r["summary"].get(k, math.nan) for r in data["runs"][estimator]]) for k in keys]
-        ax.bar(np.arange(len(keys)) + offset * width, [s[0] for s in stats], width, yerr=[s[1] for s in stats],
-               capsize=2, label=estimator)
+        ax.bar(
+            np.arange(len(keys)) + offset * width,
+            [s[0] for s in stats],
+            width,
+            yerr=[s[1] for s in stats],
+            capsize=2,
+            label=estimator,
+        )
         offset += 1
     ax.set_xticks(np.arange(len(keys)) + width * (offset - 1) / 2, [LABELS[k] for k in keys])
     ax.set_ylim(0, 1.05)
@@ -391,19 +488,27 @@ def mlflow_runs(params: Any) -> list[tuple[str, str, str]]:
 def configuration(params: Any) -> list[str]:
     t, r, s = params.train, params.rewards, params.simulator
     return [
-        f"- Policy: embedded tiny Qwen2 ({params.policy.tiny.num_hidden_layers} layers, hidden "
-        f"{params.policy.tiny.hidden_size}, pre-tokenizer `{params.policy.tiny.pretokenizer}`), one SFT checkpoint "
-        f"({params.sft.max_steps} steps on {params.sft.n_examples} examples, copy augmentation "
-        f"{params.sft.copy_augment}) shared by every run.",
-        f"- RL: {t.max_steps} optimizer steps × {t.prompts_per_step} prompts × group size G = {t.num_generations}, "
-        f"lr {t.learning_rate}, β {t.beta}, loss `{t.loss_type}`, ≤ {t.max_tool_turns} tool turns, "
-        f"≤ {t.max_completion_length} tokens a turn, temperature {t.temperature}.",
-        f"- Rewards: judge `{r.judge}`, training judge noise σ = {r.summary_noise}; simulator `{s.backend}` "
-        f"(grounded: {s.grounded}); λ_tool = {params.credit.tool_weight}, λ_sum = {params.credit.summary_weight}.",
+        (
+            f"- Policy: embedded tiny Qwen2 ({params.policy.tiny.num_hidden_layers} layers, hidden "
+            f"{params.policy.tiny.hidden_size}, pre-tokenizer `{params.policy.tiny.pretokenizer}`), one SFT checkpoint "
+            f"({params.sft.max_steps} steps on {params.sft.n_examples} examples, copy augmentation "
+            f"{params.sft.copy_augment}) shared by every run."
+        ),
+        (
+            f"- RL: {t.max_steps} optimizer steps × {t.prompts_per_step} prompts × group size G = {t.num_generations}, "
+            f"lr {t.learning_rate}, β {t.beta}, loss `{t.loss_type}`, ≤ {t.max_tool_turns} tool turns, "
+            f"≤ {t.max_completion_length} tokens a turn, temperature {t.temperature}."
+        ),
+        (
+            f"- Rewards: judge `{r.judge}`, training judge noise σ = {r.summary_noise}; simulator `{s.backend}` "
+            f"(grounded: {s.grounded}); λ_tool = {params.credit.tool_weight}, λ_sum = {params.credit.summary_weight}."
+        ),
         f"- Seeds {list(t.seeds)}; estimators {list(t.estimators)}.",
-        f"- Evaluation: {params.eval.n_test} test tasks (held-out templates and entities), greedy, real executors, "
-        f"Success = (R_tool + R_sum)/2 ≥ {params.eval.success_threshold}; BFCL {len(params.eval.bfcl.categories)} "
-        f"categories × {params.eval.bfcl.limit or 'all'} items; τ² `{params.eval.tau2.domain}` domain.",
+        (
+            f"- Evaluation: {params.eval.n_test} test tasks (held-out templates and entities), greedy, real executors, "
+            f"Success = (R_tool + R_sum)/2 ≥ {params.eval.success_threshold}; BFCL {len(params.eval.bfcl.categories)} "
+            f"categories × {params.eval.bfcl.limit or 'all'} items; τ² `{params.eval.tau2.domain}` domain."
+        ),
     ]
 
 
@@ -443,8 +548,7 @@ def noise_of(group: Any) -> float:
     return float(group.params.rewards.summary_noise)
 
 
-def segbias_section(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]
-                    ) -> tuple[list[str], dict[str, Any]]:
+def segbias_section(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], dict[str, Any]]:
     """Per task kind: the mean hidden bonus the paper's rule gives a segment's tokens (see
     `slca.credit.diagnostics.segment_normalisation_bias`), over every logged step and seed of each run
     group, beside that group's no-call accuracy; only what the histories logged."""
@@ -472,10 +576,13 @@ def segbias_section(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]
     head = ["setting", "runs of", *(f"tool {k}" for k in kinds), *(f"summary {k}" for k in kinds), "No-call acc."]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, estimator, means, no_call in rows:
-        lines.append(f"| {group.label} | {estimator} | "
-                     + " | ".join(fmt(means.get(f"tool_mean.{k}", math.nan)) for k in kinds) + " | "
-                     + " | ".join(fmt(means.get(f"summary_mean.{k}", math.nan)) for k in kinds)
-                     + f" | {fmt(no_call)} |")
+        lines.append(
+            f"| {group.label} | {estimator} | "
+            + " | ".join(fmt(means.get(f"tool_mean.{k}", math.nan)) for k in kinds)
+            + " | "
+            + " | ".join(fmt(means.get(f"summary_mean.{k}", math.nan)) for k in kinds)
+            + f" | {fmt(no_call)} |"
+        )
     return lines, found
 
 
@@ -501,9 +608,16 @@ def plot_noise(points: Mapping[float, Mapping[str, float]], path: Path) -> Path:
     return path
 
 
-def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain: float = 0.05,
-                            timings: Mapping[str, float] | None = None, stamps: Path | None = None,
-                            notes: Sequence[str] = (), discussion: Sequence[str] = ()) -> dict[str, Any]:
+def write_experiment_report(
+    groups: Sequence[Any],
+    path: Path,
+    *,
+    threshold_gain: float = 0.05,
+    timings: Mapping[str, float] | None = None,
+    stamps: Path | None = None,
+    notes: Sequence[str] = (),
+    discussion: Sequence[str] = (),
+) -> dict[str, Any]:
     """reports/experiment.md and its figures from the groups' finished runs; returns the numbers."""
     main = groups[0]
     data = collect(main.params)
@@ -513,112 +627,219 @@ def write_experiment_report(groups: Sequence[Any], path: Path, *, threshold_gain
     figures.mkdir(parents=True, exist_ok=True)
     plot_summary(data, figures / "summary.png")
     plot_curves(data, figures / "curves.png")
-    kinds = sorted({k for runs in data["runs"].values() for r in runs for k in r["summary"] if k.startswith("success.")})
+    kinds = sorted(
+        {k for runs in data["runs"].values() for r in runs for k in r["summary"] if k.startswith("success.")}
+    )
     paired_lines, paired = paired_table(data, "slca")
     curve_lines, curves = curve_section(data, threshold_gain)
     start_lines, start = start_table(data)
     rel = figures.name
-    lines = [f"# {path.stem.replace('_', ' ').capitalize()}: SLCA-GRPO against {baseline_names(main.params)}", "",
-             "Regenerated by `make experiment` (`slca experiment`); every number below is read from the runs' "
-             "evaluation reports and training histories. Standard deviations are over seeds; intervals are 95 % "
-             "paired bootstrap intervals over test tasks and seeds together "
-             f"({BOOTSTRAP_SAMPLES} resamples).", "", "## Configuration", "", *configuration(main.params)]
+    lines = [
+        f"# {path.stem.replace('_', ' ').capitalize()}: SLCA-GRPO against {baseline_names(main.params)}",
+        "",
+        (
+            "Regenerated by `make experiment` (`slca experiment`); every number below is read from the runs' "
+            "evaluation reports and training histories. Standard deviations are over seeds; intervals are 95 % "
+            "paired bootstrap intervals over test tasks and seeds together "
+            f"({BOOTSTRAP_SAMPLES} resamples)."
+        ),
+        "",
+        "## Configuration",
+        "",
+        *configuration(main.params),
+    ]
     if stamps is not None and stamps.exists():
         total = sum(json.loads(p.read_text()).get("seconds", 0.0) for p in stamps.rglob("*.json"))
-        lines.append(f"- Compute: {total / 60:.1f} job-minutes in all (jobs ran side by side in lanes; wall time "
-                     "is less).")
+        lines.append(
+            f"- Compute: {total / 60:.1f} job-minutes in all (jobs ran side by side in lanes; wall time is less)."
+        )
     lines += [f"- Note: {note}" for note in notes]
     if data["missing"]:
-        lines += ["", f"**Incomplete: {len(data['missing'])} planned run(s) had not finished when this report was "
-                  f"written and are left out: {', '.join(data['missing'])}.**"]
-    lines += ["", "## Results (test split)", "", *summary_table(data, TABLE_METRICS), "",
-              f"![summary]({rel}/summary.png)", "", "### Success by task kind", "", *summary_table(data, kinds), "",
-              "### SLCA − baseline (paired bootstrap, 95 %)", "", *paired_lines, "",
-              "### What RL added: each estimator − its SFT start (paired bootstrap, 95 %)", "",
-              ("The SFT checkpoint every run started from, evaluated on the same test tasks; each seed's run is "
-               "paired with it task by task."), "", *start_lines, "",
-              "## Learning curves", "",
-              f"Validation Success is greedy, on the first {main.params.train.val_tasks} validation tasks, every "
-              f"{main.params.train.val_every} steps; the threshold is the start value + {threshold_gain:.2f}. "
-              "Misattribution rate and corr(R_tool, R_sum) are means over all steps of a run's rollout groups.", "",
-              *curve_lines, "", f"![curves]({rel}/curves.png)", ""]
+        lines += [
+            "",
+            (
+                f"**Incomplete: {len(data['missing'])} planned run(s) had not finished when this report was "
+                f"written and are left out: {', '.join(data['missing'])}.**"
+            ),
+        ]
+    lines += [
+        "",
+        "## Results (test split)",
+        "",
+        *summary_table(data, TABLE_METRICS),
+        "",
+        f"![summary]({rel}/summary.png)",
+        "",
+        "### Success by task kind",
+        "",
+        *summary_table(data, kinds),
+        "",
+        "### SLCA − baseline (paired bootstrap, 95 %)",
+        "",
+        *paired_lines,
+        "",
+        "### What RL added: each estimator − its SFT start (paired bootstrap, 95 %)",
+        "",
+        (
+            "The SFT checkpoint every run started from, evaluated on the same test tasks; each seed's run is "
+            "paired with it task by task."
+        ),
+        "",
+        *start_lines,
+        "",
+        "## Learning curves",
+        "",
+        (
+            f"Validation Success is greedy, on the first {main.params.train.val_tasks} validation tasks, every "
+            f"{main.params.train.val_every} steps; the threshold is the start value + {threshold_gain:.2f}. "
+            "Misattribution rate and corr(R_tool, R_sum) are means over all steps of a run's rollout groups."
+        ),
+        "",
+        *curve_lines,
+        "",
+        f"![curves]({rel}/curves.png)",
+        "",
+    ]
     ablations: dict[str, Any] = {}
     datas: dict[str, Mapping[str, Any]] = {main.name: data}
     if len(groups) > 1:
-        lines += ["## Ablations", "",
-                  "SLCA − GRPO and SLCA − GDPO on the same test tasks, per setting (every setting that was run). A "
-                  "setting that does not train a baseline is paired with the main setting's runs of it (same SFT "
-                  "checkpoint and seeds).", "",
-                  "| setting | runs SLCA/GRPO/GDPO | SLCA Success | GRPO Success | GDPO Success "
-                  "| SLCA − GRPO Success [95 %] | SLCA − GDPO Success [95 %] | SLCA − GRPO No-call acc. [95 %] "
-                  "| SLCA BFCL irrel. |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Ablations",
+            "",
+            (
+                "SLCA − GRPO and SLCA − GDPO on the same test tasks, per setting (every setting that was run). A "
+                "setting that does not train a baseline is paired with the main setting's runs of it (same SFT "
+                "checkpoint and seeds)."
+            ),
+            "",
+            (
+                "| setting | runs SLCA/GRPO/GDPO | SLCA Success | GRPO Success | GDPO Success "
+                "| SLCA − GRPO Success [95 %] | SLCA − GDPO Success [95 %] | SLCA − GRPO No-call acc. [95 %] "
+                "| SLCA BFCL irrel. |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for group in groups:
             group_data = data if group is main else collect(group.params)
-            borrowed = {e: data["runs"][e] for e in ABLATION_BASELINES
-                        if e not in group.params.train.estimators and e in data["runs"]}
+            borrowed = {
+                e: data["runs"][e]
+                for e in ABLATION_BASELINES
+                if e not in group.params.train.estimators and e in data["runs"]
+            }
             if borrowed:
                 group_data = {**group_data, "runs": {**group_data["runs"], **borrowed}}
             datas[group.name] = group_data
             _, found = paired_table(group_data, "slca")
             ablations[group.name] = found
-            stat = {e: {k: mean_std([r["summary"][k] for r in runs])[0] for k in ("success", "bfcl_irrelevance")}
-                    for e, runs in group_data["runs"].items()}
-            cells = ["—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
-                     for v in (found.get("grpo.success"), found.get("gdpo.success"), found.get("grpo.no_call"))]
+            stat = {
+                e: {k: mean_std([r["summary"][k] for r in runs])[0] for k in ("success", "bfcl_irrelevance")}
+                for e, runs in group_data["runs"].items()
+            }
+            cells = [
+                "—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
+                for v in (found.get("grpo.success"), found.get("gdpo.success"), found.get("grpo.no_call"))
+            ]
             counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in ("slca", "grpo", "gdpo"))
-            lines.append(f"| {group.label} | {counts} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
-                         f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} "
-                         f"| {fmt(stat.get('gdpo', {}).get('success', math.nan))} | " + " | ".join(cells)
-                         + f" | {fmt(stat.get('slca', {}).get('bfcl_irrelevance', math.nan))} |")
+            lines.append(
+                f"| {group.label} | {counts} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
+                f"| {fmt(stat.get('grpo', {}).get('success', math.nan))} "
+                f"| {fmt(stat.get('gdpo', {}).get('success', math.nan))} | "
+                + " | ".join(cells)
+                + f" | {fmt(stat.get('slca', {}).get('bfcl_irrelevance', math.nan))} |"
+            )
         lines.append("")
     noise_groups = [g for g in groups if g is main or (noise_of(g) != noise_of(main) and g.name in ablations)]
     noise: dict[float, dict[str, float]] = {}
     if len({noise_of(g) for g in noise_groups}) > 1:
-        lines += ["## Judge noise", "",
-                  "Theory: SLCA keeps summary-reward noise out of the tool tokens' credit; GRPO and GDPO put it on "
-                  "every token, so SLCA's lead over both should grow with the noise σ of the training judge "
-                  "(evaluation always uses the clean judge). Settings that differ from the main one only in σ:", "",
-                  "| σ | setting | SLCA Success | GDPO Success | GRPO Success | SLCA − GDPO [95 %] | SLCA − GRPO [95 %] |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Judge noise",
+            "",
+            (
+                "Theory: SLCA keeps summary-reward noise out of the tool tokens' credit; GRPO and GDPO put it on "
+                "every token, so SLCA's lead over both should grow with the noise σ of the training judge "
+                "(evaluation always uses the clean judge). Settings that differ from the main one only in σ:"
+            ),
+            "",
+            "| σ | setting | SLCA Success | GDPO Success | GRPO Success | SLCA − GDPO [95 %] | SLCA − GRPO [95 %] |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for group in sorted(noise_groups, key=noise_of):
             group_data, found = datas.get(group.name, data), ablations.get(group.name, paired)
-            means = {e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])])[0]
-                     for e in ("slca", "gdpo", "grpo")}
-            noise[noise_of(group)] = {**means, "slca-gdpo": found.get("gdpo.success", {}).get("mean", math.nan),
-                                      "slca-grpo": found.get("grpo.success", {}).get("mean", math.nan)}
-            lines.append(f"| {noise_of(group):.1f} | {group.label} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
-                         f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
-                         f"| {_interval(found.get('grpo.success'))} |")
+            means = {
+                e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])])[0]
+                for e in ("slca", "gdpo", "grpo")
+            }
+            noise[noise_of(group)] = {
+                **means,
+                "slca-gdpo": found.get("gdpo.success", {}).get("mean", math.nan),
+                "slca-grpo": found.get("grpo.success", {}).get("mean", math.nan),
+            }
+            lines.append(
+                f"| {noise_of(group):.1f} | {group.label} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
+                f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
+                f"| {_interval(found.get('grpo.success'))} |"
+            )
         plot_noise(noise, figures / "noise.png")
         lines += ["", f"![judge noise]({rel}/noise.png)", ""]
     bias_lines, bias = segbias_section(groups, datas)
     if bias_lines:
-        lines += ["## Segment-normalisation bias", "",
-                  "The paper normalises each segment's reward over the group members that have the segment. When "
-                  "the policy decides whether a segment exists (no call on a no-call task, no summary after a cut), "
-                  "the others' absence changes the baseline: per task kind, the mean over training rollouts of "
-                  "Â_seg(paper's rule) − Â_seg(over every member), on the rows that have the segment (positive: a "
-                  "hidden bonus; `credit/segbias/*` in each run's history). GDPO normalises over every member, so "
-                  "its own credit has no such term; its row measures the same quantity on the batches GDPO's policy "
-                  "produced. The opt-in variant (`credit.abstain_in_tool_baseline`) removes the tool column's term "
-                  "for SLCA; its own batches are measured the same way.", "", *bias_lines, ""]
-    lines += ["## Does the paper's direction reproduce here?", "",
-              "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:", "",
-              *verdict(paired), "", "From this report's numbers:", "",
-              *findings(data, paired, start, curves, ablations, {g.name: g.label for g in groups}), "",
-              *(line for paragraph in discussion for line in (paragraph, ""))]
+        lines += [
+            "## Segment-normalisation bias",
+            "",
+            (
+                "The paper normalises each segment's reward over the group members that have the segment. When "
+                "the policy decides whether a segment exists (no call on a no-call task, no summary after a cut), "
+                "the others' absence changes the baseline: per task kind, the mean over training rollouts of "
+                "Â_seg(paper's rule) − Â_seg(over every member), on the rows that have the segment (positive: a "
+                "hidden bonus; `credit/segbias/*` in each run's history). GDPO normalises over every member, so "
+                "its own credit has no such term; its row measures the same quantity on the batches GDPO's policy "
+                "produced. The opt-in variant (`credit.abstain_in_tool_baseline`) removes the tool column's term "
+                "for SLCA; its own batches are measured the same way."
+            ),
+            "",
+            *bias_lines,
+            "",
+        ]
+    lines += [
+        "## Does the paper's direction reproduce here?",
+        "",
+        "The paper reports SLCA-GRPO above GRPO, ToolPO and RLTR (7B: +2.53 pp in-domain Success). Here:",
+        "",
+        *verdict(paired),
+        "",
+        "From this report's numbers:",
+        "",
+        *findings(data, paired, start, curves, ablations, {g.name: g.label for g in groups}),
+        "",
+        *(line for paragraph in discussion for line in (paragraph, "")),
+    ]
     try:
         runs = mlflow_runs(main.params)
-        lines += ["## MLflow runs", "", "| run | MLflow run id | status |", "|---|---|---|",
-                  *(f"| {name} | `{run_id}` | {status} |" for name, run_id, status in runs), ""]
-    except Exception as error:  # the report stays useful when the store is elsewhere
+        lines += [
+            "## MLflow runs",
+            "",
+            "| run | MLflow run id | status |",
+            "|---|---|---|",
+            *(f"| {name} | `{run_id}` | {status} |" for name, run_id, status in runs),
+            "",
+        ]
+    except Exception as error:  # noqa: BLE001 - the report stays useful when the store is elsewhere
         lines += ["## MLflow runs", "", f"(tracking store not readable here: {str(error).splitlines()[0]})", ""]
     from slca.tracking import write_atomic
 
     write_atomic(path, "\n".join(lines))
-    numbers = {"paired": paired, "vs_start": start, "curves": curves, "ablations": ablations, "noise": noise,
-               "segbias": bias, "verdict_lines": verdict(paired),
-               "summary": {e: {k: mean_std([r["summary"].get(k, math.nan) for r in runs])
-                               for k in TABLE_METRICS} for e, runs in data["runs"].items()}}
+    numbers = {
+        "paired": paired,
+        "vs_start": start,
+        "curves": curves,
+        "ablations": ablations,
+        "noise": noise,
+        "segbias": bias,
+        "verdict_lines": verdict(paired),
+        "summary": {
+            e: {k: mean_std([r["summary"].get(k, math.nan) for r in runs]) for k in TABLE_METRICS}
+            for e, runs in data["runs"].items()
+        },
+    }
     write_atomic(figures / "numbers.json", json.dumps(numbers, indent=2, sort_keys=True, default=str))
     return numbers

@@ -25,8 +25,19 @@ from slca.rollout.evaluation import (
     value_key,
 )
 
-__all__ = ["aggregate", "by_kind", "episode_metrics", "evaluate_path", "evaluate_policy", "flatten_table",
-           "pass_at_k", "split_train_values", "train_values", "value_hits", "value_key"]
+__all__ = [
+    "aggregate",
+    "by_kind",
+    "episode_metrics",
+    "evaluate_path",
+    "evaluate_policy",
+    "flatten_table",
+    "pass_at_k",
+    "split_train_values",
+    "train_values",
+    "value_hits",
+    "value_key",
+]
 
 
 def split_train_values(params: Any) -> frozenset[str]:

@@ -61,45 +61,71 @@ def sample_tasks(tasks: Sequence[Mapping[str, Any]], per_kind: int, seed: int) -
     return picked
 
 
-def _rollouts(tokenizer: Any, policy: Any, tasks: Sequence[Mapping[str, Any]], env: Any, params: Any,
-              judge: Any) -> list[Any]:
+def _rollouts(
+    tokenizer: Any, policy: Any, tasks: Sequence[Mapping[str, Any]], env: Any, params: Any, judge: Any
+) -> list[Any]:
     generator = ScriptedTurnGenerator(tokenizer, policy)
-    return run_episodes(generator, tasks, env_factory=env, max_turns=params.train.max_tool_turns,
-                        max_new_tokens=MAX_NEW_TOKENS, reward_fn=reward_fn(params, judge))
+    return run_episodes(
+        generator,
+        tasks,
+        env_factory=env,
+        max_turns=params.train.max_tool_turns,
+        max_new_tokens=MAX_NEW_TOKENS,
+        reward_fn=reward_fn(params, judge),
+    )
 
 
 def _means(episodes: Sequence[Any]) -> dict[str, float]:
     n = max(len(episodes), 1)
-    return {"n": float(len(episodes)),
-            "r_tool": sum(e.r_tool for e in episodes) / n,
-            "r_sum": sum(e.r_sum for e in episodes) / n,
-            "success": sum(e.scores["success"] for e in episodes) / n}
+    return {
+        "n": float(len(episodes)),
+        "r_tool": sum(e.r_tool for e in episodes) / n,
+        "r_sum": sum(e.r_sum for e in episodes) / n,
+        "success": sum(e.scores["success"] for e in episodes) / n,
+    }
 
 
 def audit(params: Any, tasks: Sequence[Mapping[str, Any]], tokenizer: Any, judge: Any = None) -> dict[str, Any]:
     """The audit report for these tasks (see the module docstring); no files, no tracking."""
     judge = judge if judge is not None else build_judge(params)
     envs = {"train": training_env(params), "eval": eval_env(params)}
-    report: dict[str, Any] = {"n_tasks": len(tasks), "kinds": sorted({str(t.get("kind")) for t in tasks}),
-                              "judge": params.rewards.judge, "simulator": params.simulator.backend,
-                              "grounded": params.simulator.grounded, "paths": {}, "failures": []}
+    report: dict[str, Any] = {
+        "n_tasks": len(tasks),
+        "kinds": sorted({str(t.get("kind")) for t in tasks}),
+        "judge": params.rewards.judge,
+        "simulator": params.simulator.backend,
+        "grounded": params.simulator.grounded,
+        "paths": {},
+        "failures": [],
+    }
     for path in PATHS:
         oracle = _rollouts(tokenizer, oracle_turn, tasks, envs[path], params, judge)
         by_id = {e.task_id: e for e in oracle}
-        cases: dict[str, Any] = {"oracle": {"segment": None, **_means(oracle),
-                                            "per_kind": {k: _means([e for e in oracle if e.task.get("kind") == k])
-                                                         for k in sorted({str(e.task.get("kind")) for e in oracle})}}}
-        short = {kind: entry["r_tool"] for kind, entry in cases["oracle"]["per_kind"].items()
-                 if entry["r_tool"] < 1.0 - 1e-9}
+        cases: dict[str, Any] = {
+            "oracle": {
+                "segment": None,
+                **_means(oracle),
+                "per_kind": {
+                    k: _means([e for e in oracle if e.task.get("kind") == k])
+                    for k in sorted({str(e.task.get("kind")) for e in oracle})
+                },
+            }
+        }
+        short = {
+            kind: entry["r_tool"] for kind, entry in cases["oracle"]["per_kind"].items() if entry["r_tool"] < 1.0 - 1e-9
+        }
         if short:
-            report["failures"].append(f"{path}: the oracle's R_tool is below 1 on "
-                                      + ", ".join(f"{k} ({v:.3f})" for k, v in sorted(short.items()))
-                                      + ": a correct policy cannot reach full tool reward on this path")
+            report["failures"].append(
+                f"{path}: the oracle's R_tool is below 1 on "
+                + ", ".join(f"{k} ({v:.3f})" for k, v in sorted(short.items()))
+                + ": a correct policy cannot reach full tool reward on this path"
+            )
         success = cases["oracle"]["success"]
         if success < params.audit.min_oracle_success:
             misses = [e.task_id for e in oracle if not e.scores["success"]][:5]
-            report["failures"].append(f"{path}: oracle Success {success:.3f} < {params.audit.min_oracle_success} "
-                                      f"(e.g. {', '.join(misses)})")
+            report["failures"].append(
+                f"{path}: oracle Success {success:.3f} < {params.audit.min_oracle_success} (e.g. {', '.join(misses)})"
+            )
         for item in CORRUPTIONS:
             chosen = [t for t in tasks if item.applies(t)]
             if not chosen:
@@ -108,18 +134,21 @@ def audit(params: Any, tasks: Sequence[Mapping[str, Any]], tokenizer: Any, judge
             corrupted = _rollouts(tokenizer, item.turn, chosen, envs[path], params, judge)
             base = [by_id[e.task_id] for e in corrupted]
             key = "r_tool" if item.segment == "tool" else "r_sum"
-            entry = {"segment": item.segment, **_means(corrupted),
-                     f"oracle_{key}": _means(base)[key]}
+            entry = {"segment": item.segment, **_means(corrupted), f"oracle_{key}": _means(base)[key]}
             entry["gap"] = entry[f"oracle_{key}"] - entry[key]
             if not entry["gap"] > 0:
-                report["failures"].append(f"{path}: {item.name} scores {key} {entry[key]:.3f}, "
-                                          f"not below the oracle's {entry[f'oracle_{key}']:.3f}")
+                report["failures"].append(
+                    f"{path}: {item.name} scores {key} {entry[key]:.3f}, "
+                    f"not below the oracle's {entry[f'oracle_{key}']:.3f}"
+                )
             if item.segment == "summary":
                 moved = [e.task_id for e, b in zip(corrupted, base, strict=True) if e.r_tool != b.r_tool]
                 entry["r_tool_changed"] = float(len(moved))
                 if moved:
-                    report["failures"].append(f"{path}: summary-only corruption {item.name} changed R_tool "
-                                              f"on {len(moved)} task(s), e.g. {moved[0]}")
+                    report["failures"].append(
+                        f"{path}: summary-only corruption {item.name} changed R_tool "
+                        f"on {len(moved)} task(s), e.g. {moved[0]}"
+                    )
             cases[item.name] = entry
         report["paths"][path] = cases
     report["passed"] = not report["failures"]
@@ -128,8 +157,10 @@ def audit(params: Any, tasks: Sequence[Mapping[str, Any]], tokenizer: Any, judge
 
 def table(report: Mapping[str, Any]) -> str:
     """A markdown table: one row per case, R_tool / R_sum / Success per path."""
-    lines = ["| case | segment | n | train R_tool | train R_sum | train Success | eval R_tool | eval R_sum "
-             "| eval Success |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | segment | n | train R_tool | train R_sum | train Success | eval R_tool | eval R_sum | eval Success |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, entry in report["paths"]["train"].items():
         other = report["paths"]["eval"].get(name, {})
         cells = [name, entry.get("segment") or "-", f"{int(entry.get('n', 0))}"]
@@ -162,11 +193,18 @@ def run_reward_audit(params: Any) -> dict[str, Any]:
     from slca.train.policy import read_tasks
 
     cfg = params.audit
-    tasks = sample_tasks(read_tasks(Path(params.data.out_dir) / f"{cfg.split}.jsonl"), cfg.per_kind,
-                         params.project.seed)
-    with stage_run("reward_audit", params, log_params={"audit": cfg.model_dump(mode="json"),
-                                                       "judge": params.rewards.judge,
-                                                       "simulator_backend": params.simulator.backend}):
+    tasks = sample_tasks(
+        read_tasks(Path(params.data.out_dir) / f"{cfg.split}.jsonl"), cfg.per_kind, params.project.seed
+    )
+    with stage_run(
+        "reward_audit",
+        params,
+        log_params={
+            "audit": cfg.model_dump(mode="json"),
+            "judge": params.rewards.judge,
+            "simulator_backend": params.simulator.backend,
+        },
+    ):
         report = audit(params, tasks, audit_tokenizer(tasks, params))
         write_atomic(cfg.report_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
         rendered = table(report)

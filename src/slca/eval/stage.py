@@ -4,8 +4,8 @@
     slca evaluate --estimator sft               # the SFT warm-up itself: reports/eval/sft.json
 
 The run's policy is loaded from `<train.out_dir>/<estimator>-s<seed>` (`sft.out_dir` for the
-estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added); the in-domain test split
-runs against the real executors; BFCL and tau2 run the policy through a greedy
+estimator name `sft`, the checkpoint every RL run starts from, so every table shows what RL added);
+the in-domain test split runs against the real executors; BFCL and tau2 run the policy through a greedy
 `generate_fn(messages, tools)`. Every figure lands in one JSON report (written atomically, before
 anything is logged, so a tracking outage loses no evaluation) and in the stage's MLflow run.
 
@@ -55,8 +55,10 @@ def check_finished(model_dir: Path, estimator: str, seed: int) -> None:
     if not model_dir.exists():
         raise EvaluationError(f"{model_dir} does not exist; run `{stage}` first")
     if estimator != SFT and not (model_dir / METRICS_FILE).exists():
-        raise EvaluationError(f"{model_dir} holds no finished run ({METRICS_FILE} missing: killed or still "
-                              f"running); run `{stage}` to finish it")
+        raise EvaluationError(
+            f"{model_dir} holds no finished run ({METRICS_FILE} missing: killed or still "
+            f"running); run `{stage}` to finish it"
+        )
 
 
 def load_test_tasks(params: Params) -> list[dict[str, Any]]:
@@ -73,9 +75,7 @@ def _numeric(metrics: dict[str, Any], prefix: str) -> dict[str, float]:
     flat: dict[str, float] = {}
     for key, value in metrics.items():
         name = f"{prefix}.{key}"
-        if isinstance(value, bool):
-            flat[name] = float(value)
-        elif isinstance(value, (int, float)):
+        if isinstance(value, (int, float)):  # bool included
             flat[name] = float(value)
         elif isinstance(value, dict):
             flat.update(_numeric(value, name))
@@ -101,13 +101,19 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
     endpoint = settings.user_simulator
     conversational = settings.domain not in ("mock", "telecom")
     return evaluate_tau2(
-        generate_fn, domain=settings.domain, num_trials=settings.num_trials, task_ids=settings.task_ids,
-        max_steps=settings.max_steps, seed=settings.seed, max_errors=settings.max_errors,
+        generate_fn,
+        domain=settings.domain,
+        num_trials=settings.num_trials,
+        task_ids=settings.task_ids,
+        max_steps=settings.max_steps,
+        seed=settings.seed,
+        max_errors=settings.max_errors,
         task_split=settings.task_split,
         user_base_url=endpoint.base_url if conversational else None,
         user_model=endpoint.model if conversational else None,
         user_api_key=os.environ.get(endpoint.api_key_env, "EMPTY"),
-        user_timeout_s=endpoint.timeout_s, user_retries=endpoint.retries,
+        user_timeout_s=endpoint.timeout_s,
+        user_retries=endpoint.retries,
         user_max_concurrency=endpoint.max_concurrency,
     )
 
@@ -122,8 +128,9 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     check_finished(model_dir, estimator, seed)
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
-    generate_fn = make_generate_fn(model, tokenizer, max_new_tokens=params.train.max_completion_length,
-                                   dtype=params.policy.generation_dtype)
+    generate_fn = make_generate_fn(
+        model, tokenizer, max_new_tokens=params.train.max_completion_length, dtype=params.policy.generation_dtype
+    )
 
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
         started = time.perf_counter()

@@ -106,8 +106,7 @@ def text_to_assistant_message(text: str, turn: int) -> AssistantMessage:
     calls = parse_tool_call_text(text)
     if calls:
         tool_calls = [
-            ToolCall(id=f"call_{turn}_{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in enumerate(calls)
+            ToolCall(id=f"call_{turn}_{i}", name=c["name"], arguments=c["arguments"]) for i, c in enumerate(calls)
         ]
         return AssistantMessage(role="assistant", content=None, tool_calls=tool_calls, cost=0.0)
     content = text if text.strip() else EMPTY_REPLY  # tau2 rejects empty messages outright
@@ -204,14 +203,10 @@ class PolicyAgent(_PolicyTurns, LocalAgent[PolicyAgentState]):
 
     @property
     def system_prompt(self) -> str:
-        return SYSTEM_PROMPT.format(
-            agent_instruction=AGENT_INSTRUCTION, domain_policy=self.domain_policy
-        )
+        return SYSTEM_PROMPT.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=self.domain_policy)
 
     def get_init_state(self, message_history: list[Message] | None = None) -> PolicyAgentState:
-        return self._initial_state(
-            [{"role": "system", "content": self.system_prompt}], message_history
-        )
+        return self._initial_state([{"role": "system", "content": self.system_prompt}], message_history)
 
     def generate_next_message(
         self, message: ValidAgentInputMessage, state: PolicyAgentState
@@ -219,9 +214,7 @@ class PolicyAgent(_PolicyTurns, LocalAgent[PolicyAgentState]):
         return self._policy_turn(message, state)
 
 
-SOLO_SYSTEM_PROMPT = (
-    "<instructions>\n{agent_instruction}\n</instructions>\n<policy>\n{domain_policy}\n</policy>"
-)
+SOLO_SYSTEM_PROMPT = "<instructions>\n{agent_instruction}\n</instructions>\n<policy>\n{domain_policy}\n</policy>"
 
 
 class SoloPolicyAgent(_PolicyTurns, LLMSoloAgent):
@@ -239,9 +232,7 @@ class SoloPolicyAgent(_PolicyTurns, LLMSoloAgent):
     @property
     def system_prompt(self) -> str:
         instruction = AGENT_SOLO_INSTRUCTION.format(stop_function_name=STOP_TOOL)
-        return SOLO_SYSTEM_PROMPT.format(
-            agent_instruction=instruction, domain_policy=self.domain_policy
-        )
+        return SOLO_SYSTEM_PROMPT.format(agent_instruction=instruction, domain_policy=self.domain_policy)
 
     def get_init_state(self, message_history: list[Message] | None = None) -> PolicyAgentState:
         system = [{"role": "system", "content": self.system_prompt}]
@@ -299,9 +290,7 @@ class GoldActionAgent:
         return _GoldTurns((criteria.actions or []) if criteria is not None else [])
 
     def __call__(self, messages: list[dict], tools: list[dict]) -> str:
-        raise TypeError(
-            "GoldActionAgent needs the task: pass it to evaluate_tau2, which calls for_task"
-        )
+        raise TypeError("GoldActionAgent needs the task: pass it to evaluate_tau2, which calls for_task")
 
 
 class DoNothingAgent:

@@ -70,9 +70,7 @@ def load_tau2_tasks(
 ) -> list[Task]:
     """The domain's tasks (from the data shipped inside the tau2 wheel), filtered for the mode."""
     if domain not in registry.get_task_sets():
-        raise ValueError(
-            f"unknown τ²-bench domain {domain!r}; choose one of {registry.get_task_sets()}"
-        )
+        raise ValueError(f"unknown τ²-bench domain {domain!r}; choose one of {registry.get_task_sets()}")
     split = task_split
     tasks = registry.get_tasks_loader(domain)(task_split_name=split)
     if solo:
@@ -82,14 +80,10 @@ def load_tau2_tasks(
         missing = [i for i in task_ids if i not in by_id]
         if missing:
             mode = "solo" if solo else "conversation"
-            raise ValueError(
-                f"τ²-bench {domain} has no {mode}-mode task(s) {missing} in split {split!r}"
-            )
+            raise ValueError(f"τ²-bench {domain} has no {mode}-mode task(s) {missing} in split {split!r}")
         tasks = [by_id[i] for i in task_ids]
     if not tasks:
-        raise ValueError(
-            f"τ²-bench {domain} has no tasks for this selection (solo={solo}, split={split!r})"
-        )
+        raise ValueError(f"τ²-bench {domain} has no tasks for this selection (solo={solo}, split={split!r})")
     return tasks
 
 
@@ -108,8 +102,13 @@ def check_endpoint(base_url: str, timeout_s: float = 5.0) -> None:
 
 def user_llm_args(base_url: str, api_key: str, temperature: float, timeout_s: float, retries: int) -> dict:
     """litellm arguments that reach an OpenAI-compatible server, with a timeout and retries per request."""
-    return {"api_base": base_url.rstrip("/"), "api_key": api_key, "temperature": temperature,
-            "timeout": timeout_s, "num_retries": retries}
+    return {
+        "api_base": base_url.rstrip("/"),
+        "api_key": api_key,
+        "temperature": temperature,
+        "timeout": timeout_s,
+        "num_retries": retries,
+    }
 
 
 def litellm_model_name(model: str) -> str:
@@ -180,9 +179,7 @@ def score_simulation(domain: str, task: Task, simulation: SimulationRun, solo: b
             domain=domain,
         )
     except Exception as exc:  # noqa: BLE001  tau2 assertion functions raise instead of failing
-        return RewardInfo(
-            reward=0.0, info={"note": f"evaluation failed: {type(exc).__name__}: {exc}"}
-        )
+        return RewardInfo(reward=0.0, info={"note": f"evaluation failed: {type(exc).__name__}: {exc}"})
 
 
 def one_at_a_time(generate_fn: GenerateFn, lock: threading.Lock) -> GenerateFn:
@@ -222,9 +219,7 @@ def _results(
         num_trials=num_trials,
         max_steps=max_steps,
         max_errors=max_errors,
-        user_info=UserInfo(
-            implementation="dummy_user" if solo else "user_simulator", llm=user_model
-        ),
+        user_info=UserInfo(implementation="dummy_user" if solo else "user_simulator", llm=user_model),
         agent_info=AgentInfo(implementation="slca_policy_solo" if solo else "slca_policy"),
         environment_info=env_info,
         seed=seed,
@@ -276,15 +271,11 @@ def evaluate_tau2(
                 "pass user_base_url and user_model of an OpenAI-compatible endpoint"
             )
         check_endpoint(user_base_url)
-        user_args = user_llm_args(
-            user_base_url, user_api_key, user_temperature, user_timeout_s, user_retries
-        )
+        user_args = user_llm_args(user_base_url, user_api_key, user_temperature, user_timeout_s, user_retries)
         user_model = litellm_model_name(user_model)
     tasks = load_tau2_tasks(domain, task_ids=task_ids, task_split=task_split, solo=solo)
     jobs = [
-        (trial, trial_seed, task)
-        for trial, trial_seed in enumerate(trial_seeds(seed, num_trials))
-        for task in tasks
+        (trial, trial_seed, task) for trial, trial_seed in enumerate(trial_seeds(seed, num_trials)) for task in tasks
     ]
     workers = 1 if solo else user_max_concurrency
     policy_lock = threading.Lock()
@@ -313,9 +304,7 @@ def evaluate_tau2(
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             sims = list(pool.map(simulate, jobs))
-    results = _results(
-        domain, tasks, sims, num_trials, max_steps, max_errors, seed, solo, user_model
-    )
+    results = _results(domain, tasks, sims, num_trials, max_steps, max_errors, seed, solo, user_model)
     if save_to is not None:
         _save_results(results, Path(save_to))
     return summarize(results, solo)

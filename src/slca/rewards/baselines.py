@@ -42,14 +42,25 @@ def call_accuracy(parsed: Sequence[ParsedCalls], gold_steps: Sequence[Sequence[d
     return correct / len(gold)
 
 
-def rltr_reward(parsed: Sequence[ParsedCalls], process: float, env_errors: int, *,
-                threshold: float, repeat_penalty: float, invalid_penalty: float) -> dict[str, float]:
+def rltr_reward(
+    parsed: Sequence[ParsedCalls],
+    process: float,
+    env_errors: int,
+    *,
+    threshold: float,
+    repeat_penalty: float,
+    invalid_penalty: float,
+) -> dict[str, float]:
     """RLTR's planner reward and its parts over the parsed turns (see the module docstring)."""
     n_blocks = sum(p.n_blocks for p in parsed)
     n_valid = sum(p.n_valid for p in parsed)
     keys = [json.dumps(call, sort_keys=True) for p in parsed for call in p.calls]
     repeats = sum(1 for before, key in pairwise(keys) if key == before)
-    parts = {"rltr_comp": float(process >= threshold), "rltr_repeat": -repeat_penalty * repeats,
-             "rltr_error": -invalid_penalty * env_errors, "rltr_format_ok": float(n_valid == n_blocks)}
+    parts = {
+        "rltr_comp": float(process >= threshold),
+        "rltr_repeat": -repeat_penalty * repeats,
+        "rltr_error": -invalid_penalty * env_errors,
+        "rltr_format_ok": float(n_valid == n_blocks),
+    }
     total = -1.0 if n_valid < n_blocks else parts["rltr_comp"] + parts["rltr_repeat"] + parts["rltr_error"]
     return {"rltr": total, **parts}

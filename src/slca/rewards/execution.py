@@ -89,11 +89,7 @@ def value_match(gold_args: dict[str, Any], predicted_args: dict[str, Any]) -> fl
     """Loosely-equal values / #gold keys; 1.0 when the gold call has no arguments."""
     if not gold_args:
         return 1.0
-    hits = sum(
-        1
-        for k, v in gold_args.items()
-        if k in predicted_args and loosely_equal(v, predicted_args[k])
-    )
+    hits = sum(1 for k, v in gold_args.items() if k in predicted_args and loosely_equal(v, predicted_args[k]))
     return hits / len(gold_args)
 
 
@@ -124,9 +120,7 @@ def match_arguments(gold: list[Call], predicted: list[Call]) -> tuple[float, flo
     return key_total / len(gold), value_total / len(gold)
 
 
-def parallel_score(
-    predicted_steps: list[list[Call]], gold_steps: list[list[Call]], mode: str
-) -> float:
+def parallel_score(predicted_steps: list[list[Call]], gold_steps: list[list[Call]], mode: str) -> float:
     """1 if the first steps hold equally many calls; `per_step` averages over gold steps."""
     counts = [len(s) for s in predicted_steps]
     if mode == "first":
@@ -142,10 +136,7 @@ def _uniform(total: float, level: float, penalty: bool, n_calls: int) -> ToolRew
 
 
 def _clean_gold(gold_steps: list[list[dict]]) -> list[list[Call]]:
-    steps = [
-        [{"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in step]
-        for step in gold_steps
-    ]
+    steps = [[{"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in step] for step in gold_steps]
     return [s for s in steps if s]
 
 

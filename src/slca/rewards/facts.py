@@ -69,12 +69,11 @@ def leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
 def value_at(value: Any, path: Path) -> Any:
     """The value at `path`, or None when the path does not exist."""
     for key in path:
-        if isinstance(key, int) and isinstance(value, list) and -len(value) <= key < len(value):
-            value = value[key]
-        elif isinstance(key, str) and isinstance(value, Mapping) and key in value:
-            value = value[key]
-        else:
+        in_list = isinstance(key, int) and isinstance(value, list) and -len(value) <= key < len(value)
+        in_mapping = isinstance(key, str) and isinstance(value, Mapping) and key in value
+        if not (in_list or in_mapping):
             return None
+        value = value[key]
     return value
 
 
@@ -102,8 +101,15 @@ def fact_sources(task: Mapping[str, Any]) -> list[FactSource]:
     sources = []
     for fact in task.get("reference") or []:
         wanted = fact_tokens(fact)
-        found = next(((name, k, path) for name, k, response in calls for path, leaf in leaves(response)
-                      if wanted and fact_tokens(render_value(leaf)) == wanted), None)
+        found = next(
+            (
+                (name, k, path)
+                for name, k, response in calls
+                for path, leaf in leaves(response)
+                if wanted and fact_tokens(render_value(leaf)) == wanted
+            ),
+            None,
+        )
         sources.append(FactSource(str(fact), *found) if found else FactSource(str(fact)))
     return sources
 

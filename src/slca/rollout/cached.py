@@ -55,8 +55,9 @@ class GrowingLayer(DynamicLayer):
     """A DynamicLayer whose keys and values live in a buffer that doubles when full: appending a token
     writes one slot instead of copying the whole cache (`torch.cat` every step is O(length))."""
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
             self._k = self._v = None
@@ -67,6 +68,7 @@ class GrowingLayer(DynamicLayer):
             shape = (*key_states.shape[:-2], capacity, key_states.shape[-1])
             k, v = key_states.new_empty(shape), value_states.new_empty(shape)
             if used:
+                assert self.keys is not None and self.values is not None  # the layer holds `used` tokens
                 k[..., :used, :], v[..., :used, :] = self.keys, self.values
             self._k, self._v = k, v
         self._k[..., used:need, :] = key_states
@@ -76,13 +78,20 @@ class GrowingLayer(DynamicLayer):
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.get_seq_length() > 0:
+            assert self._k is not None and self._v is not None and self.keys is not None  # set by update()
             self._k, self._v = self._k[indices], self._v[indices]
             used = self.keys.shape[-2]
             self.keys, self.values = self._k[..., :used, :], self._v[..., :used, :]
 
 
-def _sdpa_fp32(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+def _sdpa_fp32(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
     """SDPA in fp32 for bf16 weights: on CPU the bf16 attention kernel costs 4x the fp32 one at decode
     (measured: 229 vs 50 ms a step at 32 rows), the projections around it keep bf16's halved reads."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -109,8 +118,11 @@ class GenerationCopy:
 
     def __init__(self, model: Any, dtype: str = "float32", *, follow: bool = True) -> None:
         self.source, self.dtype, self.follow = model, getattr(torch, dtype), follow
-        self.lora = [(name, module) for name, module in model.named_modules()
-                     if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")]
+        self.lora = [
+            (name, module)
+            for name, module in model.named_modules()
+            if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")
+        ]
         same_dtype = next(model.parameters()).dtype == self.dtype
         self.model = model if same_dtype and not self.lora else None
 
@@ -143,7 +155,6 @@ class GenerationCopy:
                     mine.copy_(theirs.detach())
         return self.model
 
-
     def _device(self) -> torch.device:
         return next(self.source.parameters()).device
 
@@ -154,8 +165,9 @@ def _plain_name(peft_name: str) -> str:
     return peft_name.removeprefix(prefix)
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
-                generator: torch.Generator | None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """Next token per row: argmax at temperature 0, else a draw after temperature, top-k and top-p."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
@@ -179,12 +191,22 @@ class CachedTurnGenerator:
     episodes are not the live subset of the previous round's starts a new cache.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
-                 top_k: int = 0, top_p: float = 1.0, dtype: str = "float32", follow: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        dtype: str = "float32",
+        follow: bool = True,
+    ) -> None:
         self.tokenizer = tokenizer
         self.temperature, self.seed, self.top_k, self.top_p = temperature, seed, top_k or 0, top_p
         self.weights = GenerationCopy(model, dtype, follow=follow)
-        self.model = self.weights.model
+        self.model: Any = self.weights.model  # None until refresh() builds the copy (round 0)
         self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
         self.context_limit = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_token_ids)
@@ -220,8 +242,14 @@ class CachedTurnGenerator:
     def _forward(self, batch: _Batch, ids: torch.Tensor, chunk_mask: torch.Tensor, positions: torch.Tensor) -> Any:
         batch.mask = torch.cat([batch.mask, chunk_mask], dim=1)
         self.forward_tokens += ids.numel()
-        out = self.model(input_ids=ids, attention_mask=batch.mask, position_ids=positions,
-                         cache=batch.cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=batch.mask,
+            position_ids=positions,
+            cache=batch.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         batch.cache = out.cache
         return out.logits[:, -1, :]
 
@@ -251,8 +279,7 @@ class CachedTurnGenerator:
         device = self._device()
         cache = DynamicCache()
         cache.layer_class_to_replicate = GrowingLayer
-        batch = _Batch(rows=[], cache=cache, mask=torch.zeros((len(prompts), 0), dtype=torch.long,
-                                                                        device=device))
+        batch = _Batch(rows=[], cache=cache, mask=torch.zeros((len(prompts), 0), dtype=torch.long, device=device))
         width = max(len(p) for p in prompts)
         if width:
             ids, mask, positions = self._left_pad([list(p) for p in prompts], device)
@@ -265,8 +292,9 @@ class CachedTurnGenerator:
         batch.cached = [len(e.prompt_ids) - 1 for e in episodes]
         return batch
 
-    def _left_pad(self, rows: Sequence[Sequence[int]], device: torch.device,
-                  start: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _left_pad(
+        self, rows: Sequence[Sequence[int]], device: torch.device, start: Sequence[int] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -274,15 +302,16 @@ class CachedTurnGenerator:
         for i, row in enumerate(rows):
             if row:
                 first = start[i] if start is not None else 0
-                ids[i, width - len(row):] = torch.tensor(list(row))
-                mask[i, width - len(row):] = 1
-                positions[i, width - len(row):] = torch.arange(first, first + len(row))
+                ids[i, width - len(row) :] = torch.tensor(list(row))
+                mask[i, width - len(row) :] = 1
+                positions[i, width - len(row) :] = torch.arange(first, first + len(row))
         return ids.to(device), mask.to(device), positions.to(device)
 
-    def _decode(self, batch: _Batch, episodes: Sequence[Episode], budgets: Sequence[int],
-                round_index: int) -> list[Turn]:
+    def _decode(
+        self, batch: _Batch, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int
+    ) -> list[Turn]:
         device = self._device()
-        pending = [e.sequence[batch.cached[i]:] for i, e in enumerate(episodes)]
+        pending = [e.sequence[batch.cached[i] :] for i, e in enumerate(episodes)]
         if any(not p for p in pending):
             raise RuntimeError("an episode has no new token since its last turn: the cache is out of step")
         ids, mask, positions = self._left_pad(pending, device, start=batch.cached)
@@ -312,8 +341,9 @@ class CachedTurnGenerator:
         return [Turn(turn) for turn in turns]
 
 
-def turn_generator(model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
-                   dtype: str = "float32") -> Any:
+def turn_generator(
+    model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0, dtype: str = "float32"
+) -> Any:
     """The cached generator for a causal LM (anything with input embeddings to run forward passes on);
     `HFTurnGenerator` for a policy that only offers `generate` (e.g. a scripted stand-in)."""
     if callable(getattr(model, "get_input_embeddings", None)):

@@ -67,17 +67,27 @@ def named_templates() -> dict[str, TemplateSpec]:
     tags = (CALL_OPEN, CALL_CLOSE, "<tool_response>", "</tool_response>")
     return {
         "qwen2_5": TemplateSpec(_trl_template("qwen2_5"), ("<|im_start|>", "<|im_end|>"), tags, "<|im_end|>"),
-        "slca_compact": TemplateSpec((_TEMPLATES_DIR / "slca_compact.jinja").read_text(encoding="utf-8"),
-                                     ("<|im_start|>", "<|im_end|>"), tags, "<|im_end|>"),
-        "gemma3_tools": TemplateSpec((_TEMPLATES_DIR / "gemma3_tools.jinja").read_text(encoding="utf-8"),
-                                     ("<start_of_turn>", "<end_of_turn>"), (), "<end_of_turn>"),
+        "slca_compact": TemplateSpec(
+            (_TEMPLATES_DIR / "slca_compact.jinja").read_text(encoding="utf-8"),
+            ("<|im_start|>", "<|im_end|>"),
+            tags,
+            "<|im_end|>",
+        ),
+        "gemma3_tools": TemplateSpec(
+            (_TEMPLATES_DIR / "gemma3_tools.jinja").read_text(encoding="utf-8"),
+            ("<start_of_turn>", "<end_of_turn>"),
+            (),
+            "<end_of_turn>",
+        ),
     }
 
 
 def template_spec(name: str) -> TemplateSpec:
     templates = named_templates()
     if name not in templates:
-        raise ChatFormatError(f"policy.chat_template {name!r} is not a known template; choose one of {sorted(templates)}")
+        raise ChatFormatError(
+            f"policy.chat_template {name!r} is not a known template; choose one of {sorted(templates)}"
+        )
     return templates[name]
 
 
@@ -119,8 +129,12 @@ class ChatFormat:
         return text.replace(CALL_OPEN, self.call_open).replace(CALL_CLOSE, self.call_close)
 
 
-def render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
-           **kwargs: Any) -> Any:
+def render(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    **kwargs: Any,
+) -> Any:
     """`apply_chat_template`, with a template failure turned into one line naming `policy.chat_template`."""
     from jinja2 import TemplateError
 
@@ -128,33 +142,60 @@ def render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequenc
         return tokenizer.apply_chat_template(list(messages), tools=list(tools) if tools else None, **kwargs)
     except (TemplateError, TypeError, KeyError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ChatFormatError(f"the policy's chat template cannot render this conversation ({first}); "
-                              f"set policy.chat_template to one of {sorted(named_templates())}") from None
+        raise ChatFormatError(
+            f"the policy's chat template cannot render this conversation ({first}); "
+            f"set policy.chat_template to one of {sorted(named_templates())}"
+        ) from None
 
 
 def _sentinel_tool() -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": _SENTINEL_TOOL, "description": "probe description",
-        "parameters": {"type": "object", "properties": {_SENTINEL_KEY: {"type": "string"}},
-                       "required": [_SENTINEL_KEY]}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": _SENTINEL_TOOL,
+            "description": "probe description",
+            "parameters": {
+                "type": "object",
+                "properties": {_SENTINEL_KEY: {"type": "string"}},
+                "required": [_SENTINEL_KEY],
+            },
+        },
+    }
 
 
 def _call_messages() -> list[dict[str, Any]]:
-    return [{"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"type": "function", "function": {"name": _SENTINEL_TOOL, "arguments": {_SENTINEL_KEY: _SENTINEL_VALUE}}}]}]
+    return [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": _SENTINEL_TOOL, "arguments": {_SENTINEL_KEY: _SENTINEL_VALUE}},
+                }
+            ],
+        },
+    ]
 
 
 def _refuse(reason: str) -> ChatFormatError:
-    return ChatFormatError(f"the policy's chat template {reason}; set policy.chat_template to one of "
-                           f"{sorted(named_templates())} to install one")
+    return ChatFormatError(
+        f"the policy's chat template {reason}; set policy.chat_template to one of "
+        f"{sorted(named_templates())} to install one"
+    )
 
 
 def _check_tools(tokenizer: Any) -> None:
     from trl.chat_template_utils import supports_tool_calling
 
-    prompt = render(tokenizer, [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
-                    [_sentinel_tool()], tokenize=False, add_generation_prompt=True)
+    prompt = render(
+        tokenizer,
+        [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
+        [_sentinel_tool()],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     if _SENTINEL_TOOL not in prompt or _SENTINEL_KEY not in prompt:
         raise _refuse("does not render the offered tools")
     if not supports_tool_calling(tokenizer):
@@ -163,9 +204,16 @@ def _check_tools(tokenizer: Any) -> None:
 
 def _end_of_turn(tokenizer: Any) -> tuple[str, int]:
     """The first added token after an assistant message's content: the template's end of turn."""
-    text = render(tokenizer, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL_REPLY},
-                              {"role": "user", "content": "again"}], tokenize=False)
-    after = text[text.index(_SENTINEL_REPLY) + len(_SENTINEL_REPLY):] if _SENTINEL_REPLY in text else ""
+    text = render(
+        tokenizer,
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": _SENTINEL_REPLY},
+            {"role": "user", "content": "again"},
+        ],
+        tokenize=False,
+    )
+    after = text[text.index(_SENTINEL_REPLY) + len(_SENTINEL_REPLY) :] if _SENTINEL_REPLY in text else ""
     added = set(tokenizer.get_added_vocab().values()) | set(tokenizer.all_special_ids)
     for token_id in tokenizer(after, add_special_tokens=False)["input_ids"]:
         if token_id in added:
@@ -186,8 +234,11 @@ def _call_tags(tokenizer: Any, end_of_turn: str) -> tuple[str, str]:
             call, end = decoder.raw_decode(text, start)
         except ValueError:
             call, end = None, start
-        if isinstance(call, dict) and call.get("name") == _SENTINEL_TOOL \
-                and call.get("arguments") == {_SENTINEL_KEY: _SENTINEL_VALUE}:
+        if (
+            isinstance(call, dict)
+            and call.get("name") == _SENTINEL_TOOL
+            and call.get("arguments") == {_SENTINEL_KEY: _SENTINEL_VALUE}
+        ):
             break
         start = text.rfind("{", 0, start)
     else:
@@ -241,8 +292,15 @@ def chat_format(tokenizer: Any, model: Any = None) -> ChatFormat:
     stop_ids = _stop_ids(tokenizer, model, end_of_turn_id)
     keep = {call_open, call_close}
     hidden = {tokenizer.convert_ids_to_tokens(i) for i in stop_ids} | set(tokenizer.all_special_tokens)
-    fmt = ChatFormat(end_of_turn, end_of_turn_id, stop_ids, call_open, call_close, _training_template(tokenizer),
-                     tuple(sorted(token for token in hidden - keep if token)))
+    fmt = ChatFormat(
+        end_of_turn,
+        end_of_turn_id,
+        stop_ids,
+        call_open,
+        call_close,
+        _training_template(tokenizer),
+        tuple(sorted(token for token in hidden - keep if token)),
+    )
     setattr(tokenizer, _CACHE_ATTR, (key, fmt))
     return fmt
 
@@ -270,7 +328,9 @@ def install_chat_template(model: Any, tokenizer: Any, name: str) -> list[str]:
     special = [token for token in spec.special_tokens if token not in vocab]
     pieces = {token: tokenizer(token, add_special_tokens=False)["input_ids"] for token in special}
     if special:
-        tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in special], special_tokens=True)
+        tokenizer.add_tokens(
+            [AddedToken(token, special=True, normalized=False) for token in special], special_tokens=True
+        )
     tokenizer.chat_template = spec.text
     tokenizer.eos_token = spec.end_of_turn
     if model is not None:

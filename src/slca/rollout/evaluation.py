@@ -32,8 +32,7 @@ from slca.rollout.cached import turn_generator
 from slca.rollout.loop import Episode, call_key, run_episodes
 from slca.rollout.scoring import eval_env, reward_fn
 
-MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls",
-                "generated_tokens")
+MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls", "generated_tokens")
 
 
 def value_key(value: Any) -> str:
@@ -43,8 +42,13 @@ def value_key(value: Any) -> str:
 
 def train_values(tasks: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     """Every top-level argument value of the given tasks' gold calls (as `value_key`)."""
-    return frozenset(value_key(value) for task in tasks for step in task.get("gold_steps") or []
-                     for call in step for value in (call.get("arguments") or {}).values())
+    return frozenset(
+        value_key(value)
+        for task in tasks
+        for step in task.get("gold_steps") or []
+        for call in step
+        for value in (call.get("arguments") or {}).values()
+    )
 
 
 def value_hits(episode: Episode, seen_values: frozenset[str]) -> dict[str, float]:
@@ -135,8 +139,16 @@ def flatten_table(table: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return {f"{name}.{kind}": value for kind, row in table.items() for name, value in row.items() if name != "n"}
 
 
-def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any,
-                    *, env: Any = None, judge: Any = None, seen_values: frozenset[str] | None = None) -> dict[str, Any]:
+def evaluate_policy(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Mapping[str, Any]],
+    params: Any,
+    *,
+    env: Any = None,
+    judge: Any = None,
+    seen_values: frozenset[str] | None = None,
+) -> dict[str, Any]:
     """Greedy (and, with eval.pass_k > 1, sampled) in-domain evaluation with real executors.
 
     `seen_values` (`train_values` of the train split) adds `arg_match_seen` / `arg_match_heldout`.
@@ -147,25 +159,38 @@ def evaluate_policy(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any
     tasks = list(tasks)[: params.eval.n_test]
     env = env if env is not None else eval_env(params)
     score = reward_fn(params, judge)
-    rollout = {"env_factory": env, "max_turns": params.train.max_tool_turns,
-               "max_new_tokens": params.train.max_completion_length, "reward_fn": score}
+    rollout = {
+        "env_factory": env,
+        "max_turns": params.train.max_tool_turns,
+        "max_new_tokens": params.train.max_completion_length,
+        "reward_fn": score,
+    }
     threshold = params.eval.success_threshold
     seed = params.project.seed
     dtype, batch = params.policy.generation_dtype, params.eval.batch_size
     greedy_generator = turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype)
-    greedy = [episode for start in range(0, len(tasks), batch)
-              for episode in run_episodes(greedy_generator, tasks[start:start + batch], num_samples=1, **rollout)]
+    greedy = [
+        episode
+        for start in range(0, len(tasks), batch)
+        for episode in run_episodes(greedy_generator, tasks[start : start + batch], num_samples=1, **rollout)
+    ]
     rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
     if params.eval.pass_k > 1:
         sampler = turn_generator(model, tokenizer, temperature=params.train.temperature, seed=seed, dtype=dtype)
         per_chunk = max(1, batch // params.eval.pass_k)
-        sampled = [episode for start in range(0, len(tasks), per_chunk)
-                   for episode in run_episodes(sampler, tasks[start:start + per_chunk],
-                                               num_samples=params.eval.pass_k, **rollout)]
+        sampled = [
+            episode
+            for start in range(0, len(tasks), per_chunk)
+            for episode in run_episodes(
+                sampler, tasks[start : start + per_chunk], num_samples=params.eval.pass_k, **rollout
+            )
+        ]
         metrics.update(pass_at_k(sampled, [episode_metrics(e, threshold) for e in sampled]))
     metrics["pass_k"] = float(params.eval.pass_k)
-    episodes = [{"task_id": episode.task_id, "kind": str(episode.task.get("kind", "unknown")), **row}
-                for episode, row in zip(greedy, rows, strict=True)]
+    episodes = [
+        {"task_id": episode.task_id, "kind": str(episode.task.get("kind", "unknown")), **row}
+        for episode, row in zip(greedy, rows, strict=True)
+    ]
     return {"metrics": metrics, "per_kind": per_kind, "episodes": episodes}

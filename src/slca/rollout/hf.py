@@ -17,8 +17,9 @@ from slca.rollout.chat_format import chat_format, render
 from slca.rollout.loop import Episode, turn_text
 
 
-def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256, dtype: str = "float32"
-                     ) -> Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]:
+def make_generate_fn(
+    model: Any, tokenizer: Any, max_new_tokens: int = 256, dtype: str = "float32"
+) -> Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None], str]:
     """Greedy single-turn generation from a chat; returns the assistant text in canonical form
     (`<tool_call>` blocks). Earlier assistant turns, canonical too, go back to the model in its own tags.
     Generates with the rollout engine's generator (`slca.rollout.cached`, weights in `dtype`)."""
@@ -27,8 +28,12 @@ def make_generate_fn(model: Any, tokenizer: Any, max_new_tokens: int = 256, dtyp
     generator = turn_generator(model, tokenizer, temperature=0.0, seed=0, dtype=dtype)
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
-        own = [dict(m, content=fmt.model_text(m["content"])) if m.get("role") == "assistant"
-               and isinstance(m.get("content"), str) else m for m in messages]
+        own = [
+            dict(m, content=fmt.model_text(m["content"]))
+            if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+            else m
+            for m in messages
+        ]
         ids = render(tokenizer, own, tools, tokenize=True, return_dict=False, add_generation_prompt=True)
         budget = min(max_new_tokens, limit - len(ids))
         if budget <= 0:

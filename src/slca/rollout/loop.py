@@ -185,9 +185,14 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) 
     of turn, which need not be the tokenizer's end token (Gemma's `<end_of_turn>` vs `<eos>`).
     """
     end_of_turn = chat_format(tokenizer).end_of_turn_id
-    dummy = [{"role": "user", "content": "dummy"},
-             {"role": "assistant", "content": "",
-              "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]}]
+    dummy: list[dict[str, Any]] = [
+        {"role": "user", "content": "dummy"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}],
+        },
+    ]
     prefix = render(tokenizer, dummy, tokenize=True, return_dict=False)
     full = render(tokenizer, dummy + list(tool_messages), tokenize=True, return_dict=False, add_generation_prompt=True)
     ends = [i for i, token in enumerate(prefix) if token == end_of_turn]
@@ -195,7 +200,7 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: Sequence[Mapping[str, Any]]) 
         prefix = prefix[: ends[-1] + 1]
     if full[: len(prefix)] != prefix:
         raise ValueError("chat template is not prefix-preserving around tool messages")
-    return list(full[len(prefix):])
+    return list(full[len(prefix) :])
 
 
 def prompt_ids_of(task: Mapping[str, Any], tokenizer: Any) -> list[int]:
@@ -209,12 +214,19 @@ def cut_turn(ids: Sequence[int], eos: set[int], budget: int) -> list[int]:
         if token in eos:
             row = row[: index + 1]
             break
-    return row[:max(budget, 0)]
+    return row[: max(budget, 0)]
 
 
 @torch.no_grad()
-def generate_turns(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]], *, max_new_tokens: int,
-                   temperature: float, seed: int) -> list[list[int]]:
+def generate_turns(
+    model: Any,
+    tokenizer: Any,
+    sequences: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+) -> list[list[int]]:
     """One assistant turn per sequence (left-padded batch); each result ends at the end token if reached."""
     width = max(len(seq) for seq in sequences)
     pad = tokenizer.pad_token_id
@@ -222,11 +234,20 @@ def generate_turns(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]
     input_ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in sequences], device=device)
     attention = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences], device=device)
     torch.manual_seed(seed)
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 \
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature > 0
         else {"do_sample": False}
+    )
     fmt = chat_format(tokenizer, model)
-    output = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                            eos_token_id=fmt.eos_token_id, pad_token_id=pad, **sampling)
+    output = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=fmt.eos_token_id,
+        pad_token_id=pad,
+        **sampling,
+    )
     return [cut_turn(row, set(fmt.stop_ids), max_new_tokens) for row in output[:, width:].tolist()]
 
 
@@ -237,8 +258,9 @@ class HFTurnGenerator:
     one long episode does not shorten the turns of the others. Temperature 0 = greedy.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0,
-                 batch_size: int = 16) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, temperature: float = 0.0, seed: int = 0, batch_size: int = 16
+    ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.seed, self.batch_size = temperature, seed, batch_size
         self.eos_token_ids = set(chat_format(tokenizer, model).stop_ids)
@@ -249,11 +271,18 @@ class HFTurnGenerator:
         self.model.eval()
         turns: list[Turn] = []
         for start in range(0, len(episodes), self.batch_size):
-            chunk, limits = episodes[start:start + self.batch_size], budgets[start:start + self.batch_size]
-            rows = generate_turns(self.model, self.tokenizer, [e.sequence for e in chunk],
-                                  max_new_tokens=max(limits), temperature=self.temperature,
-                                  seed=self.seed * 1_000_003 + round_index * 1009 + start)
-            turns.extend(Turn(cut_turn(row, self.eos_token_ids, limit)) for row, limit in zip(rows, limits, strict=True))
+            chunk, limits = episodes[start : start + self.batch_size], budgets[start : start + self.batch_size]
+            rows = generate_turns(
+                self.model,
+                self.tokenizer,
+                [e.sequence for e in chunk],
+                max_new_tokens=max(limits),
+                temperature=self.temperature,
+                seed=self.seed * 1_000_003 + round_index * 1009 + start,
+            )
+            turns.extend(
+                Turn(cut_turn(row, self.eos_token_ids, limit)) for row, limit in zip(rows, limits, strict=True)
+            )
         if was_training:
             self.model.train()
         return turns
@@ -277,8 +306,11 @@ def answer_calls(session: Any, blocks: Sequence[str]) -> list[tuple[str, str]]:
 def new_episodes(tasks: Sequence[Mapping[str, Any]], tokenizer: Any, num_samples: int = 1) -> list[Episode]:
     """`num_samples` fresh episodes per task, task-major (the order GRPO groups rows in)."""
     prompts = [prompt_ids_of(task, tokenizer) for task in tasks]
-    return [Episode(task, sample, list(prompt), messages=prompt_messages(task))
-            for task, prompt in zip(tasks, prompts, strict=True) for sample in range(num_samples)]
+    return [
+        Episode(task, sample, list(prompt), messages=prompt_messages(task))
+        for task, prompt in zip(tasks, prompts, strict=True)
+        for sample in range(num_samples)
+    ]
 
 
 def _take_turn(episode: Episode, turn: Turn, generator: TurnGenerator, session: Any, last_round: bool) -> bool:
@@ -310,10 +342,17 @@ def _take_turn(episode: Episode, turn: Turn, generator: TurnGenerator, session: 
     return True
 
 
-def run_episodes(generator: TurnGenerator, tasks: Sequence[Mapping[str, Any]] | None = None, *,
-                 env_factory: Callable[[Mapping[str, Any]], Any], max_turns: int, max_new_tokens: int,
-                 num_samples: int = 1, episodes: list[Episode] | None = None,
-                 reward_fn: Callable[[Episode], Any] | None = None) -> list[Episode]:
+def run_episodes(
+    generator: TurnGenerator,
+    tasks: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    env_factory: Callable[[Mapping[str, Any]], Any],
+    max_turns: int,
+    max_new_tokens: int,
+    num_samples: int = 1,
+    episodes: list[Episode] | None = None,
+    reward_fn: Callable[[Episode], Any] | None = None,
+) -> list[Episode]:
     """Roll every episode to its end (see the module docstring); rewards via `reward_fn`."""
     if episodes is None:
         episodes = new_episodes(list(tasks or []), generator.tokenizer, num_samples)
@@ -333,8 +372,7 @@ def run_episodes(generator: TurnGenerator, tasks: Sequence[Mapping[str, Any]] | 
         budgets = [max(1, min(max_new_tokens, generator.context_limit - len(episodes[i].sequence))) for i in rows]
         turns = generator.generate([episodes[i] for i in rows], budgets, round_index)
         by_row = dict(zip(rows, turns, strict=True))
-        live = [i for i in live
-                if _take_turn(episodes[i], by_row[i], generator, sessions[i], round_index == max_turns)]
+        live = [i for i in live if _take_turn(episodes[i], by_row[i], generator, sessions[i], round_index == max_turns)]
     if reward_fn is not None:
         for episode in episodes:
             reward_fn(episode)

@@ -24,8 +24,9 @@ from slca.rollout.loop import Episode
 KINDS = ("no_call", "single", "parallel", "multiple", "multi_step")
 
 
-def env_factory(params: Any, backend: str | None = None, world: Any = None, *,
-                grounded: bool = False) -> Callable[[Mapping[str, Any]], Any]:
+def env_factory(
+    params: Any, backend: str | None = None, world: Any = None, *, grounded: bool = False
+) -> Callable[[Mapping[str, Any]], Any]:
     """task -> a fresh `SimulatorSession` over the task's tools (backend from params unless given).
 
     The `real` backend runs the catalog's executors on a copy of the synthesis world, so every
@@ -41,8 +42,7 @@ def env_factory(params: Any, backend: str | None = None, world: Any = None, *,
         world = World(params.data.world_seed)
 
     def make(task: Mapping[str, Any]) -> Any:
-        session = SimulatorSession(list(task.get("tools") or []), name, params, world=world,
-                                   seed=params.project.seed)
+        session = SimulatorSession(list(task.get("tools") or []), name, params, world=world, seed=params.project.seed)
         return GroundedSession(task, session) if grounded else session
 
     return make
@@ -95,17 +95,33 @@ def score_episode(episode: Episode, params: Any, judge: Any) -> Episode:
     parsed = [parse_tool_calls(turn, known) for turn in episode.turns]  # once, for every reward below
     tool_reward = execution_reward(episode.turns, gold, known, parsed=parsed, **execution_settings(params.rewards))
     facts = observed_facts(task, episode.observations)
-    r_sum = summary_reward(judge, episode.summary, episode.tool_responses, facts, user_request(task),
-                           min_chars=params.rewards.min_summary_chars, no_call_task=not gold)
+    r_sum = summary_reward(
+        judge,
+        episode.summary,
+        episode.tool_responses,
+        facts,
+        user_request(task),
+        min_chars=params.rewards.min_summary_chars,
+        no_call_task=not gold,
+    )
     r_tool, r_sum = rollout_rewards(tool_reward, r_sum)
     rltr = params.credit.rltr
-    scores = {"r_tool": r_tool, "r_sum": r_sum, "penalty": float(tool_reward.penalty),
-              **{name: float(getattr(tool_reward, name)) for name in COMPONENTS},
-              "call_accuracy": call_accuracy(parsed, gold),
-              **rltr_reward(parsed, r_tool, _error_responses(episode),
-                            threshold=rltr.completeness_threshold, repeat_penalty=rltr.repeat_penalty,
-                            invalid_penalty=rltr.invalid_penalty),
-              "success": float((r_tool + r_sum) / 2 >= params.eval.success_threshold)}
+    scores = {
+        "r_tool": r_tool,
+        "r_sum": r_sum,
+        "penalty": float(tool_reward.penalty),
+        **{name: float(getattr(tool_reward, name)) for name in COMPONENTS},
+        "call_accuracy": call_accuracy(parsed, gold),
+        **rltr_reward(
+            parsed,
+            r_tool,
+            _error_responses(episode),
+            threshold=rltr.completeness_threshold,
+            repeat_penalty=rltr.repeat_penalty,
+            invalid_penalty=rltr.invalid_penalty,
+        ),
+        "success": float((r_tool + r_sum) / 2 >= params.eval.success_threshold),
+    }
     episode.tool_reward, episode.parsed = tool_reward, parsed
     episode.scores = scores
     return episode

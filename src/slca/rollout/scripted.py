@@ -66,7 +66,8 @@ class ScriptedTurnGenerator:
 
 def _recorded_sources(task: Mapping[str, Any], before_step: int) -> list[tuple[int, tuple, Any]]:
     """(flat call index, path, value) of every leaf of the recorded responses before a step."""
-    out, flat = [], 0
+    out: list[tuple[int, tuple, Any]] = []
+    flat = 0
     for step_responses in (task.get("gold_responses") or [])[:before_step]:
         for response in step_responses:
             out.extend((flat, path, value) for path, value in leaves(response))
@@ -82,8 +83,9 @@ def observant_calls(task: Mapping[str, Any], step: int, observations: Sequence[t
     for call in (task.get("gold_steps") or [])[step]:
         arguments = {}
         for key, value in dict(call.get("arguments") or {}).items():
-            origin = next(((i, p) for i, p, v in sources if not isinstance(value, bool) and loosely_equal(v, value)),
-                          None)
+            origin = next(
+                ((i, p) for i, p, v in sources if not isinstance(value, bool) and loosely_equal(v, value)), None
+            )
             if origin is not None and origin[0] < len(payloads) and payloads[origin[0]] is not None:
                 seen = value_at(payloads[origin[0]], origin[1])
                 value = seen if seen is not None and not isinstance(seen, Mapping | list) else value
@@ -117,6 +119,7 @@ def oracle_turn(episode: Episode, round_index: int) -> str:
 
 
 # ---- corruptions -------------------------------------------------------------------------------
+
 
 def _first_step(episode: Episode) -> bool:
     return not episode.turns and bool(episode.task.get("gold_steps"))
@@ -164,7 +167,9 @@ def _change_value(call: dict, task: Mapping[str, Any]) -> None:
 
 
 def _sources(episode: Episode) -> set[str]:
-    return set(fact_tokens(" ".join([*episode.tool_responses, *(m.get("content") or "" for m in episode.task["messages"])])))
+    return set(
+        fact_tokens(" ".join([*episode.tool_responses, *(m.get("content") or "" for m in episode.task["messages"])]))
+    )
 
 
 def _absent_number(episode: Episode, start: int = 4817) -> str:
@@ -220,24 +225,39 @@ def _on_summary(change: Callable[[Episode], str]) -> Policy:
 
 
 CORRUPTIONS: tuple[Corruption, ...] = (
-    Corruption("wrong_tool", "tool", _needs_call,
-               _on_first_step(lambda e: _with_first_call(e, _wrong_tool))),
-    Corruption("missing_argument", "tool", _has_arguments,
-               _on_first_step(lambda e: _with_first_call(e, _drop_argument))),
-    Corruption("wrong_value", "tool", _has_arguments,
-               _on_first_step(lambda e: _with_first_call(e, _change_value))),
-    Corruption("extra_call", "tool", _needs_call,
-               _on_first_step(lambda e: _repeat_first_call(e))),
-    Corruption("no_call_when_needed", "tool", _needs_call,
-               _on_first_step(lambda e: "I checked and everything looks fine for your request.")),
-    Corruption("call_when_not_needed", "tool", lambda t: not _needs_call(t) and bool(_offered(t)),
-               lambda e, r: (tool_call_text(_offered(e.task)[0], {}) if not e.turns else NO_TOOL_ANSWER)),
-    Corruption("vacuous_summary", "summary", _needs_call,
-               _on_summary(lambda e: "Here is what the tool returned for you.")),
-    Corruption("unseen_fact_summary", "summary", _needs_call,
-               _on_summary(lambda e: faithful_summary(e) + f" It also lists {_absent_number(e)} for Zanzibar.")),
-    Corruption("contradicting_summary", "summary", lambda t: _needs_call(t) and bool(t.get("reference")),
-               _on_summary(_contradict)),
+    Corruption("wrong_tool", "tool", _needs_call, _on_first_step(lambda e: _with_first_call(e, _wrong_tool))),
+    Corruption(
+        "missing_argument", "tool", _has_arguments, _on_first_step(lambda e: _with_first_call(e, _drop_argument))
+    ),
+    Corruption("wrong_value", "tool", _has_arguments, _on_first_step(lambda e: _with_first_call(e, _change_value))),
+    Corruption("extra_call", "tool", _needs_call, _on_first_step(_repeat_first_call)),
+    Corruption(
+        "no_call_when_needed",
+        "tool",
+        _needs_call,
+        _on_first_step(lambda e: "I checked and everything looks fine for your request."),
+    ),
+    Corruption(
+        "call_when_not_needed",
+        "tool",
+        lambda t: not _needs_call(t) and bool(_offered(t)),
+        lambda e, r: tool_call_text(_offered(e.task)[0], {}) if not e.turns else NO_TOOL_ANSWER,
+    ),
+    Corruption(
+        "vacuous_summary", "summary", _needs_call, _on_summary(lambda e: "Here is what the tool returned for you.")
+    ),
+    Corruption(
+        "unseen_fact_summary",
+        "summary",
+        _needs_call,
+        _on_summary(lambda e: faithful_summary(e) + f" It also lists {_absent_number(e)} for Zanzibar."),
+    ),
+    Corruption(
+        "contradicting_summary",
+        "summary",
+        lambda t: _needs_call(t) and bool(t.get("reference")),
+        _on_summary(_contradict),
+    ),
     Corruption("empty_summary", "summary", _needs_call, _on_summary(lambda e: "")),
 )
 

@@ -19,5 +19,16 @@ from slca.simulator.session import SimulatorSession, simulate
 from slca.simulator.state import EpisodeState
 from slca.simulator.types import ERROR_CLASSES, Knobs, ToolResult
 
-__all__ = ["BACKENDS", "ERROR_CLASSES", "Backend", "EpisodeState", "Knobs", "SimulatorSession",
-           "ToolResult", "load_calibrated_knobs", "make_backend", "register", "simulate"]
+__all__ = [
+    "BACKENDS",
+    "ERROR_CLASSES",
+    "Backend",
+    "EpisodeState",
+    "Knobs",
+    "SimulatorSession",
+    "ToolResult",
+    "load_calibrated_knobs",
+    "make_backend",
+    "register",
+    "simulate",
+]

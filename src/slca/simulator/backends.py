@@ -21,8 +21,17 @@ from slca.simulator.state import EpisodeState
 from slca.simulator.types import Knobs, ToolResult
 from slca.simulator.validation import check_arguments
 
-__all__ = ["BACKENDS", "Backend", "RealBackend", "SchemaBackend", "assign_new_id", "flat_hints", "make_backend",
-           "register", "synthesize_response"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "RealBackend",
+    "SchemaBackend",
+    "assign_new_id",
+    "flat_hints",
+    "make_backend",
+    "register",
+    "synthesize_response",
+]
 
 
 def make_backend(name: str, params: Any = None, **options: Any) -> Backend:

@@ -3,8 +3,9 @@
 Keys are digests of everything that shapes a response: the endpoint (base URL and served model),
 the prompt version, the tool's full schema, the canonical arguments, the context (known records)
 and the request itself (the exact chat messages, whose few-shot example the simulator's knobs
-shape, and the generation settings). Values are response JSON. A cache hit answers without touching the endpoint, so a re-run
-of training or calibration is free and reproducible; the backend re-checks every hit against the
+shape, and the generation settings). Values are response JSON. A cache hit answers without
+touching the endpoint, so a re-run of training or calibration is free and reproducible; the backend
+re-checks every hit against the
 response schema before serving it.
 """
 
@@ -25,13 +26,28 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, tool TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
 
 
-def cache_key(*, base_url: str, model: str, prompt_version: str, tool_schema: Any, arguments: dict,
-              context: str = "", request: Any = None) -> str:
+def cache_key(
+    *,
+    base_url: str,
+    model: str,
+    prompt_version: str,
+    tool_schema: Any,
+    arguments: dict,
+    context: str = "",
+    request: Any = None,
+) -> str:
     """Digest of one request: a change to the endpoint, prompt, schema, knobs or generation settings is a
     different key. `request` is what is sent (messages, max_tokens, temperature), so every knob that changes
     the prompt changes the key while knobs that only validate arguments (checked before the cache) do not."""
-    parts = (base_url, model, prompt_version, canonical_json(tool_schema), canonical_json(arguments), context,
-             "" if request is None else canonical_json(request))
+    parts = (
+        base_url,
+        model,
+        prompt_version,
+        canonical_json(tool_schema),
+        canonical_json(arguments),
+        context,
+        "" if request is None else canonical_json(request),
+    )
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
@@ -48,8 +64,9 @@ class ResponseCache:
             self._db.execute(SCHEMA)
             self._db.commit()
         except sqlite3.Error as error:
-            raise ValueError(f"simulator cache {self.path}: cannot open SQLite file ({error}); "
-                             "check simulator.cache_path") from None
+            raise ValueError(
+                f"simulator cache {self.path}: cannot open SQLite file ({error}); check simulator.cache_path"
+            ) from None
         self._lock = threading.Lock()  # guards the SQLite connection, the memo and the counters
         self._memo: dict[str, str] = {}  # in-process layer over SQLite for hot keys
         self.hits = self.misses = 0

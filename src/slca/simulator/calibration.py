@@ -38,13 +38,24 @@ from slca.simulator.calibration_set import CalibItem, build_items, read_rows
 from slca.simulator.types import Knobs
 from slca.tracking import write_atomic
 
-VALIDATION_KNOBS = ("strict_extra_arguments", "coerce_numeric_strings", "case_insensitive_enums",
-                    "check_formats", "check_ranges")
+VALIDATION_KNOBS = (
+    "strict_extra_arguments",
+    "coerce_numeric_strings",
+    "case_insensitive_enums",
+    "check_formats",
+    "check_ranges",
+)
 KNOB_VALUES: dict[str, tuple] = {
-    "strict_extra_arguments": (True, False), "coerce_numeric_strings": (False, True),
-    "case_insensitive_enums": (False, True), "check_formats": (True, False), "check_ranges": (True, False),
-    "echo_arguments": (True, False), "track_writes": (True, False), "new_id_start": (0, 101, 1001, 9001),
-    "array_min_items": (0, 1, 2), "array_max_items": (1, 3, 5),
+    "strict_extra_arguments": (True, False),
+    "coerce_numeric_strings": (False, True),
+    "case_insensitive_enums": (False, True),
+    "check_formats": (True, False),
+    "check_ranges": (True, False),
+    "echo_arguments": (True, False),
+    "track_writes": (True, False),
+    "new_id_start": (0, 101, 1001, 9001),
+    "array_min_items": (0, 1, 2),
+    "array_max_items": (1, 3, 5),
 }
 TARGETS = {"error_f1": 0.99, "conformance": 1.0}
 LATENCY_KEYS = frozenset({"latency_us", "real_latency_us"})
@@ -58,8 +69,14 @@ def run_calibrate(params: Any, *, rows: list[dict] | None = None, progress: bool
     check_search_knobs(cal.search_knobs)
     if rows is None:
         rows = read_rows(Path(params.data.out_dir) / "val.jsonl")
-    with stage_run("calibrate", params, log_params={"calibration": cal.model_dump(mode="json"),
-                                                    "simulator": Knobs.from_mapping(params.simulator).as_dict()}):
+    with stage_run(
+        "calibrate",
+        params,
+        log_params={
+            "calibration": cal.model_dump(mode="json"),
+            "simulator": Knobs.from_mapping(params.simulator).as_dict(),
+        },
+    ):
         report = calibrate(rows, params, progress=progress)
         # latencies are wall-clock: beside the report (.runinfo/), so the DVC-tracked report is fixed by the seed
         stable, latencies = pop_keys(report, LATENCY_KEYS)
@@ -85,14 +102,16 @@ def calibrate(rows: list[dict], params: Any, *, progress: bool = False) -> dict:
     search, heldout = split_items(items, cal.heldout_fraction, seed)
     specs = row_specs(items)
     world = World(params.data.world_seed)
-    truth = {id(item): outcome for item, outcome in
-             zip(items, run_items(items, make_backend("real"), Knobs(), specs, world=world, seed=seed))}
+    truth = {
+        id(item): outcome
+        for item, outcome in zip(items, run_items(items, make_backend("real"), Knobs(), specs, world=world, seed=seed))
+    }
     real_search, real_heldout = [truth[id(i)] for i in search], [truth[id(i)] for i in heldout]
     base = Knobs.from_mapping(params.simulator)
     chosen, grid = search_knobs(search, real_search, specs, base, cal.search_knobs, seed, progress)
     backend = make_backend("schema")
     heldout_metrics = score(heldout, real_heldout, run_items(heldout, backend, chosen, specs, seed=seed), specs)
-    report = {
+    return {
         "knobs": chosen.as_dict(),
         "changed_from_params": knob_diff(chosen, base),
         "searched": {name: list(KNOB_VALUES[name]) for name in cal.search_knobs},
@@ -100,13 +119,20 @@ def calibrate(rows: list[dict], params: Any, *, progress: bool = False) -> dict:
         "heldout": heldout_metrics,
         "params_heldout": score(heldout, real_heldout, run_items(heldout, backend, base, specs, seed=seed), specs),
         "grid": grid,
-        "targets": {name: {"target": target, "heldout": heldout_metrics[name],
-                           "met": heldout_metrics[name] >= target} for name, target in TARGETS.items()},
-        "sizes": {"rows": len({i.row_id for i in items}), "items": len(items), "search": len(search),
-                  "heldout": len(heldout), "gold": sum(i.kind == "gold" for i in items)},
-        "seed": seed, "world_seed": params.data.world_seed,
+        "targets": {
+            name: {"target": target, "heldout": heldout_metrics[name], "met": heldout_metrics[name] >= target}
+            for name, target in TARGETS.items()
+        },
+        "sizes": {
+            "rows": len({i.row_id for i in items}),
+            "items": len(items),
+            "search": len(search),
+            "heldout": len(heldout),
+            "gold": sum(i.kind == "gold" for i in items),
+        },
+        "seed": seed,
+        "world_seed": params.data.world_seed,
     }
-    return report
 
 
 def check_search_knobs(names: list[str]) -> None:
@@ -140,8 +166,9 @@ def split_items(items: list[CalibItem], heldout_fraction: float, seed: int) -> t
     return [i for i in items if i.row_id not in held], [i for i in items if i.row_id in held]
 
 
-def search_knobs(items: list[CalibItem], real: list[Outcome], specs: dict, base: Knobs, names: list[str],
-                 seed: int, progress: bool) -> tuple[Knobs, list[dict]]:
+def search_knobs(
+    items: list[CalibItem], real: list[Outcome], specs: dict, base: Knobs, names: list[str], seed: int, progress: bool
+) -> tuple[Knobs, list[dict]]:
     """Two-stage grid search; returns the chosen knobs and one entry per evaluated setting."""
     backend = make_backend("schema")
     stages = [[n for n in names if n in VALIDATION_KNOBS], [n for n in names if n not in VALIDATION_KNOBS]]
@@ -173,10 +200,16 @@ def grid_of(names: list[str]):
 
 def objective(metrics: dict, stage: int) -> tuple:
     if stage == 1:
-        return (round(metrics["error_f1"], 9), round(metrics["error_class_agreement"], 9),
-                round(metrics["error_message_agreement"], 9))
-    return (round(metrics["conformance"], 9), round(metrics["value_agreement"], 9),
-            round(metrics.get("consistency", 1.0), 9))
+        return (
+            round(metrics["error_f1"], 9),
+            round(metrics["error_class_agreement"], 9),
+            round(metrics["error_message_agreement"], 9),
+        )
+    return (
+        round(metrics["conformance"], 9),
+        round(metrics["value_agreement"], 9),
+        round(metrics.get("consistency", 1.0), 9),
+    )
 
 
 def flat_metrics(report: dict) -> dict[str, float]:
@@ -189,8 +222,13 @@ def flat_metrics(report: dict) -> dict[str, float]:
     return out
 
 
-SHORT = {"strict_extra_arguments": "strict", "coerce_numeric_strings": "coerce", "case_insensitive_enums": "casefold",
-         "check_formats": "formats", "check_ranges": "ranges"}
+SHORT = {
+    "strict_extra_arguments": "strict",
+    "coerce_numeric_strings": "coerce",
+    "case_insensitive_enums": "casefold",
+    "check_formats": "formats",
+    "check_ranges": "ranges",
+}
 
 
 def plot_png(report: dict) -> bytes:
@@ -203,8 +241,9 @@ def plot_png(report: dict) -> bytes:
     names = ["error_f1", "error_class_agreement", "conformance", "value_agreement", "consistency"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.5), gridspec_kw={"width_ratios": [1.1, 1]})
     width = 0.27
-    for offset, (part, label) in enumerate((("search", "tuned, search half"), ("heldout", "tuned, held out"),
-                                             ("params_heldout", "params knobs, held out"))):
+    for offset, (part, label) in enumerate(
+        (("search", "tuned, search half"), ("heldout", "tuned, held out"), ("params_heldout", "params knobs, held out"))
+    ):
         values = [report[part].get(name, 0.0) for name in names]
         left.bar([i + (offset - 1) * width for i in range(len(names))], values, width, label=label)
     left.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)

@@ -39,8 +39,16 @@ def row_specs(items: list[CalibItem]) -> dict[str, dict[str, ToolSpec]]:
     return specs
 
 
-def run_items(items: list[CalibItem], backend: Backend, knobs: Knobs, specs: dict[str, dict[str, ToolSpec]],
-              *, world: Any = None, full: bool = True, seed: int = 0) -> list[Outcome]:
+def run_items(
+    items: list[CalibItem],
+    backend: Backend,
+    knobs: Knobs,
+    specs: dict[str, dict[str, ToolSpec]],
+    *,
+    world: Any = None,
+    full: bool = True,
+    seed: int = 0,
+) -> list[Outcome]:
     """Each item in a fresh episode: replay the prefix, time the target call, repeat it (if full)."""
     outcomes = []
     for index, item in enumerate(items):
@@ -66,18 +74,24 @@ def error_agreement(real: list[Outcome], sim: list[Outcome]) -> dict[str, float]
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     both = [(r.result, s.result) for r, s in zip(real, sim) if not r.result.ok and not s.result.ok]
     return {
-        "error_precision": precision, "error_recall": recall, "error_f1": f1,
+        "error_precision": precision,
+        "error_recall": recall,
+        "error_f1": f1,
         "error_class_agreement": _mean([r.error_class == s.error_class for r, s in both]),
         "error_message_agreement": _mean([r.error == s.error for r, s in both]),
-        "business_rule_misses": float(sum(not r.result.ok and r.result.error_class in BUSINESS_CLASSES
-                                          and s.result.ok for r, s in zip(real, sim))),
+        "business_rule_misses": float(
+            sum(not r.result.ok and r.result.error_class in BUSINESS_CLASSES and s.result.ok for r, s in zip(real, sim))
+        ),
     }
 
 
 def conformance(items: list[CalibItem], outcomes: list[Outcome], specs: dict) -> float:
     """Share of successful responses that conform to the tool's response schema."""
-    checks = [not specs[item.row_id][o.result.name].response_errors(o.result.content)
-              for item, o in zip(items, outcomes) if o.result.ok]
+    checks = [
+        not specs[item.row_id][o.result.name].response_errors(o.result.content)
+        for item, o in zip(items, outcomes)
+        if o.result.ok
+    ]
     return _mean(checks)
 
 
@@ -94,17 +108,21 @@ def value_agreement(real: list[Outcome], sim: list[Outcome]) -> float:
 
 def consistency(items: list[CalibItem], outcomes: list[Outcome], specs: dict) -> float:
     """Share of successful read calls whose immediate repeat gave the same response."""
-    checks = [o.repeat is not None and o.repeat.content == o.result.content
-              for item, o in zip(items, outcomes)
-              if o.result.ok and not specs[item.row_id][o.result.name].writes]
+    checks = [
+        o.repeat is not None and o.repeat.content == o.result.content
+        for item, o in zip(items, outcomes)
+        if o.result.ok and not specs[item.row_id][o.result.name].writes
+    ]
     return _mean(checks)
 
 
 def score(items: list[CalibItem], real: list[Outcome], sim: list[Outcome], specs: dict) -> dict[str, Any]:
     """Every calibration metric of `sim` against `real` on these items."""
-    metrics: dict[str, Any] = {"n_items": float(len(items)),
-                               "n_invalid_real": float(sum(not o.result.ok for o in real)),
-                               "n_invalid_sim": float(sum(not o.result.ok for o in sim))}
+    metrics: dict[str, Any] = {
+        "n_items": float(len(items)),
+        "n_invalid_real": float(sum(not o.result.ok for o in real)),
+        "n_invalid_sim": float(sum(not o.result.ok for o in sim)),
+    }
     metrics.update(error_agreement(real, sim))
     metrics["conformance"] = conformance(items, sim, specs)
     metrics["real_conformance"] = conformance(items, real, specs)
@@ -123,11 +141,15 @@ def by_kind(items: list[CalibItem], real: list[Outcome], sim: list[Outcome]) -> 
     groups: dict[str, list[tuple[ToolResult, ToolResult]]] = defaultdict(list)
     for item, r, s in zip(items, real, sim):
         groups[item.kind].append((r.result, s.result))
-    return {kind: {"n": float(len(pairs)),
-                   "real_invalid_rate": _mean([not r.ok for r, _ in pairs]),
-                   "verdict_agreement": _mean([r.ok == s.ok for r, s in pairs]),
-                   "class_agreement": _mean([r.error_class == s.error_class for r, s in pairs])}
-            for kind, pairs in sorted(groups.items())}
+    return {
+        kind: {
+            "n": float(len(pairs)),
+            "real_invalid_rate": _mean([not r.ok for r, _ in pairs]),
+            "verdict_agreement": _mean([r.ok == s.ok for r, s in pairs]),
+            "class_agreement": _mean([r.error_class == s.error_class for r, s in pairs]),
+        }
+        for kind, pairs in sorted(groups.items())
+    }
 
 
 def leaves(value: Any, prefix: str = "") -> dict[str, Any]:

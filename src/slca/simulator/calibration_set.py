@@ -34,8 +34,9 @@ def read_rows(path: Path | str) -> list[dict]:
     """Task rows of a JSONL split file; one clear error if it is missing or broken."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found; run `slca synthesize` first (calibration reads the "
-                                "validation split)")
+        raise FileNotFoundError(
+            f"{path} not found; run `slca synthesize` first (calibration reads the validation split)"
+        )
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
@@ -65,14 +66,14 @@ def build_items(rows: list[dict], n_calls: int, perturbations_per_call: int, see
                 items.append(CalibItem(row["id"], row["tools"], tuple(done), call, "gold"))
                 spec = specs.get(call["name"])
                 if spec is not None:
-                    items.extend(perturbed_items(row, tuple(done), call, spec, perturbations_per_call,
-                                                 used, rng))
+                    items.extend(perturbed_items(row, tuple(done), call, spec, perturbations_per_call, used, rng))
                 done.append(call)
     return items
 
 
-def perturbed_items(row: dict, prefix: tuple, call: dict, spec: ToolSpec, count: int, used: Counter,
-                    rng: random.Random) -> list[CalibItem]:
+def perturbed_items(
+    row: dict, prefix: tuple, call: dict, spec: ToolSpec, count: int, used: Counter, rng: random.Random
+) -> list[CalibItem]:
     """`count` applicable perturbations, least-used kinds first (rare kinds get every chance)."""
     order = sorted(PERTURBATIONS, key=lambda name: (used[name], rng.random()))
     out = []
@@ -115,14 +116,27 @@ def wrong_type(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
         return None
     key = rng.choice(keys)
     kind = _properties(spec)[key]["type"]
-    call["arguments"][key] = {"string": 12345, "integer": "many", "number": "lots", "boolean": "yes",
-                              "array": "several", "object": "details"}.get(kind, None)
+    call["arguments"][key] = {
+        "string": 12345,
+        "integer": "many",
+        "number": "lots",
+        "boolean": "yes",
+        "array": "several",
+        "object": "details",
+    }.get(kind)
     return call
 
 
 def numeric_string(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
-    keys = _present(call, spec, lambda schema, value: schema.get("type") in ("integer", "number")
-                    and isinstance(value, (int, float)) and not isinstance(value, bool))
+    keys = _present(
+        call,
+        spec,
+        lambda schema, value: (
+            schema.get("type") in ("integer", "number")
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        ),
+    )
     if not keys:
         return None
     key = rng.choice(keys)
@@ -131,8 +145,13 @@ def numeric_string(call: dict, spec: ToolSpec, rng: random.Random) -> dict | Non
 
 
 def enum_case(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
-    keys = _present(call, spec, lambda schema, value: isinstance(schema.get("enum"), list)
-                    and isinstance(value, str) and value.upper() != value)
+    keys = _present(
+        call,
+        spec,
+        lambda schema, value: (
+            isinstance(schema.get("enum"), list) and isinstance(value, str) and value.upper() != value
+        ),
+    )
     if not keys:
         return None
     key = rng.choice(keys)
@@ -149,8 +168,15 @@ def out_of_enum(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
 
 
 def out_of_range(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
-    keys = _present(call, spec, lambda schema, value: ("maximum" in schema or "minimum" in schema)
-                    and isinstance(value, (int, float)) and not isinstance(value, bool))
+    keys = _present(
+        call,
+        spec,
+        lambda schema, value: (
+            ("maximum" in schema or "minimum" in schema)
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        ),
+    )
     if not keys:
         return None
     key = rng.choice(keys)
@@ -160,8 +186,9 @@ def out_of_range(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
 
 
 def bad_format(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
-    keys = _present(call, spec, lambda schema, value: ("format" in schema or "pattern" in schema)
-                    and isinstance(value, str))
+    keys = _present(
+        call, spec, lambda schema, value: ("format" in schema or "pattern" in schema) and isinstance(value, str)
+    )
     if not keys:
         return None
     key = rng.choice(keys)
@@ -183,7 +210,13 @@ def wrong_tool(call: dict, spec: ToolSpec, rng: random.Random) -> dict | None:
 
 
 PERTURBATIONS: dict[str, Perturb] = {
-    "missing_required": missing_required, "extra_argument": extra_argument, "wrong_type": wrong_type,
-    "numeric_string": numeric_string, "enum_case": enum_case, "out_of_enum": out_of_enum,
-    "out_of_range": out_of_range, "bad_format": bad_format, "wrong_tool": wrong_tool,
+    "missing_required": missing_required,
+    "extra_argument": extra_argument,
+    "wrong_type": wrong_type,
+    "numeric_string": numeric_string,
+    "enum_case": enum_case,
+    "out_of_enum": out_of_enum,
+    "out_of_range": out_of_range,
+    "bad_format": bad_format,
+    "wrong_tool": wrong_tool,
 }

@@ -12,6 +12,7 @@ their budget (`FailureBudgetExceeded`, one line).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -66,8 +67,10 @@ class FailureWindow:
             calls, failures = len(self._recent), sum(self._recent)
         if calls < (self._recent.maxlen or 0) or failures / calls <= self.max_rate:
             return None
-        return (f"{self.what} on {failures} of the last {calls} calls ({failures / calls:.0%} > "
-                f"{self.key}.max_rate {self.max_rate:.0%}); {self.hint}")
+        return (
+            f"{self.what} on {failures} of the last {calls} calls ({failures / calls:.0%} > "
+            f"{self.key}.max_rate {self.max_rate:.0%}); {self.hint}"
+        )
 
     def check(self) -> None:
         problem = self.problem()
@@ -75,15 +78,17 @@ class FailureWindow:
             raise FailureBudgetExceeded(problem)
 
 
-def deadline_client(timeout_s: float, *, headers: dict | None = None, max_connections: int = 8,
-                    trust_env: bool = True) -> httpx.Client:
+def deadline_client(
+    timeout_s: float, *, headers: dict | None = None, max_connections: int = 8, trust_env: bool = True
+) -> httpx.Client:
     """An httpx client for `post_json`: no keep-alive, so every request opens the socket its deadline watches."""
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=0)
     return httpx.Client(timeout=timeout_s, headers=headers, limits=limits, trust_env=trust_env)
 
 
-def post_json(http: httpx.Client, url: str, body: Any, deadline_s: float,
-              headers: dict | None = None) -> httpx.Response:
+def post_json(
+    http: httpx.Client, url: str, body: Any, deadline_s: float, headers: dict | None = None
+) -> httpx.Response:
     """POST `body` and read the whole answer within `deadline_s` seconds, or raise httpx.ReadTimeout."""
     cutoff = _Cutoff(time.monotonic() + deadline_s)
     try:
@@ -114,10 +119,8 @@ class _Cutoff:
 
     def _fire(self, sock: socket.socket) -> None:
         self.fired = True
-        try:
+        with contextlib.suppress(OSError):  # already closed: the request is over
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed: the request is over
-            pass
 
     def cancel(self) -> None:
         if self._timer is not None:
@@ -159,7 +162,7 @@ class ChatClient:
             except ValueError as error:
                 reason = f"invalid JSON body ({error})"
             if attempt < self.retries:
-                time.sleep(self.backoff_s * (2 ** attempt))
+                time.sleep(self.backoff_s * (2**attempt))
         raise EndpointError(f"{url}: {reason} (after {self.retries + 1} attempts); check simulator.llm.base_url")
 
     def close(self) -> None:
@@ -180,11 +183,12 @@ def transformers_generator(model: Any, tokenizer: Any, max_new_tokens: int = 512
     def generate(messages: list[dict]) -> str:
         import torch
 
-        inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                               return_dict=True)
+        inputs = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         inputs = {k: v.to(model.device) for k, v in inputs.items()}
         with torch.no_grad():
             output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
-        return tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
     return generate

@@ -16,10 +16,26 @@ from typing import Any
 
 Checker = Callable[[Any], bool]
 ANNOTATIONS = {"description", "title", "default", "examples", "$comment"}
-SUPPORTED = ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "enum", "const",
-                           "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-                           "maxLength", "pattern", "format", "items", "minItems", "maxItems",
-                           "uniqueItems"}
+SUPPORTED = ANNOTATIONS | {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 
 
@@ -39,8 +55,11 @@ def _compile(schema: Any) -> Checker:
         return lambda value: True
     if not isinstance(schema, dict) or set(schema) - SUPPORTED:
         raise Unsupported(str(schema)[:80])
-    checks = [check for check in (_type(schema), _enum(schema), _numeric(schema), _string(schema),
-                                  _array(schema), _object(schema)) if check is not None]
+    checks = [
+        check
+        for check in (_type(schema), _enum(schema), _numeric(schema), _string(schema), _array(schema), _object(schema))
+        if check is not None
+    ]
     if len(checks) == 1:
         return checks[0]
     return lambda value: all(check(value) for check in checks)
@@ -75,12 +94,17 @@ def _enum(schema: dict) -> Checker | None:
 
 
 def _numeric(schema: dict) -> Checker | None:
-    bounds = [(key, schema[key]) for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-              if key in schema]
+    bounds = [
+        (key, schema[key]) for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if key in schema
+    ]
     if not bounds:
         return None
-    tests = {"minimum": lambda v, b: v >= b, "maximum": lambda v, b: v <= b,
-             "exclusiveMinimum": lambda v, b: v > b, "exclusiveMaximum": lambda v, b: v < b}
+    tests = {
+        "minimum": lambda v, b: v >= b,
+        "maximum": lambda v, b: v <= b,
+        "exclusiveMinimum": lambda v, b: v > b,
+        "exclusiveMaximum": lambda v, b: v < b,
+    }
 
     def check(value: Any) -> bool:
         if type(value) not in (int, float):

@@ -1,7 +1,7 @@
 """Load the knobs calibration chose, so training simulates with what agreed best with the executors.
 
-    knobs = load_calibrated_knobs("reports/calibration.json", params.simulator)
-    SimulatorSession(tools, params=params.simulator, knobs=knobs)
+knobs = load_calibrated_knobs("reports/calibration.json", params.simulator)
+SimulatorSession(tools, params=params.simulator, knobs=knobs)
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ def load_calibrated_knobs(report_path: Path | str, params: Any = None) -> dict[s
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: calibration report is not readable JSON ({error}); "
-                         "rerun `slca calibrate` or delete the file") from None
+        raise ValueError(
+            f"{path}: calibration report is not readable JSON ({error}); rerun `slca calibrate` or delete the file"
+        ) from None
     chosen = report.get("knobs", {}) if isinstance(report, dict) else {}
     if not isinstance(chosen, dict):
-        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")  # noqa: TRY004
+        raise ValueError(f"{path}: key 'knobs' must be a mapping of knob names to values")
     known = {name: value for name, value in chosen.items() if name in base}
     return Knobs.from_mapping({**base, **known}).as_dict()

@@ -74,7 +74,7 @@ def parse_tool_response(text: Any) -> dict | None:
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
         return None
-    candidate = body[start:end + 1]
+    candidate = body[start : end + 1]
     for attempt in (candidate, repair_json(candidate)):
         value, problem = loads_capped(attempt, MAX_REPLY_CHARS, 64)
         if problem is None and isinstance(value, dict):
@@ -118,8 +118,14 @@ def build_messages(spec: ToolSpec, arguments: dict, known: dict, knobs: Knobs) -
 class LLMBackend:
     """Validate, then ask the model (cache first); fall back to schema synthesis on any failure."""
 
-    def __init__(self, params: Any = None, *, generate: Generate | None = None,
-                 cache: ResponseCache | str | None = None, model: str | None = None) -> None:
+    def __init__(
+        self,
+        params: Any = None,
+        *,
+        generate: Generate | None = None,
+        cache: ResponseCache | str | None = None,
+        model: str | None = None,
+    ) -> None:
         endpoint = getattr(params, "llm", None)
         self.model = model or (endpoint.model if endpoint is not None else "local")
         self.base_url = endpoint.base_url if endpoint is not None and generate is None else "local"
@@ -134,9 +140,12 @@ class LLMBackend:
         self.stats: Counter[str] = Counter()
         budget = getattr(params, "llm_fallback_budget", None) or FailureBudget()
         self.fallbacks = FailureWindow(
-            budget.window, budget.max_rate, what="the llm simulator fell back to schema synthesis",
+            budget.window,
+            budget.max_rate,
+            what="the llm simulator fell back to schema synthesis",
             key="simulator.llm_fallback_budget",
-            hint=f"check that {self.base_url} serves model {self.model!r} (simulator.llm) and answers in time")
+            hint=f"check that {self.base_url} serves model {self.model!r} (simulator.llm) and answers in time",
+        )
 
     def respond(self, spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> ToolResult:
         arguments, problem = check_arguments(spec, arguments, knobs)
@@ -144,10 +153,15 @@ class LLMBackend:
             return problem
         known = state.hints_for(arguments) if knobs.track_writes else {}
         messages = build_messages(spec, arguments, known, knobs)
-        key = cache_key(base_url=self.base_url, model=self.model, prompt_version=PROMPT_VERSION,
-                        tool_schema=spec.as_schema(), arguments=arguments,
-                        context=canonical_json(known) if known else "",
-                        request={"messages": messages, "max_tokens": self.max_tokens, "temperature": TEMPERATURE})
+        key = cache_key(
+            base_url=self.base_url,
+            model=self.model,
+            prompt_version=PROMPT_VERSION,
+            tool_schema=spec.as_schema(),
+            arguments=arguments,
+            context=canonical_json(known) if known else "",
+            request={"messages": messages, "max_tokens": self.max_tokens, "temperature": TEMPERATURE},
+        )
         content, source = self._cached(spec, key), "cache"
         if content is None:
             content, source = self._ask(spec, messages)

@@ -45,17 +45,18 @@ def loads_capped(text: str, max_chars: int, max_depth: int) -> tuple[Any, ToolRe
     """json.loads with size and depth checked first; NaN/Infinity rejected."""
     if len(text) > max_chars:
         return None, ToolResult.failure(
-            "too_large", f"Tool call is too large ({len(text)} characters; the limit is {max_chars}).")
+            "too_large", f"Tool call is too large ({len(text)} characters; the limit is {max_chars})."
+        )
     if text.count("{") + text.count("[") > max_depth and json_depth(text) > max_depth:
-        return None, ToolResult.failure(
-            "too_large", f"Tool call JSON is nested deeper than {max_depth} levels.")
+        return None, ToolResult.failure("too_large", f"Tool call JSON is nested deeper than {max_depth} levels.")
     try:
         return json.loads(text, parse_constant=_reject_constant), None
     except (ValueError, RecursionError) as error:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         where = f" at character {error.pos}" if isinstance(error, json.JSONDecodeError) else ""
         return None, ToolResult.failure(
-            "malformed", f"Tool call is not valid JSON ({clip(reason, 80)}{where}). {CALL_SHAPE}")
+            "malformed", f"Tool call is not valid JSON ({clip(reason, 80)}{where}). {CALL_SHAPE}"
+        )
 
 
 def json_depth(text: str) -> int:
@@ -119,7 +120,8 @@ def _parse(call: Any, max_chars: int, max_depth: int) -> ParsedCall | ToolResult
     if isinstance(call, str):
         if len(call) > max_chars * 2:  # cheap guard before any regex runs over it
             return ToolResult.failure(
-                "too_large", f"Tool call is too large ({len(call)} characters; the limit is {max_chars}).")
+                "too_large", f"Tool call is too large ({len(call)} characters; the limit is {max_chars})."
+            )
         text = strip_wrappers(call)
         if not text:
             return ToolResult.failure("malformed", f"Tool call is empty. {CALL_SHAPE}")
@@ -153,14 +155,18 @@ def _name_and_arguments(call: dict, max_chars: int, max_depth: int) -> ParsedCal
     if not isinstance(arguments, dict):
         kind = "array" if isinstance(arguments, list) else type(arguments).__name__
         return ToolResult.failure(
-            "malformed", f"Tool '{clip(name)}' arguments must be a JSON object of parameter names "
-                         f"to values, got {kind}.", name)
+            "malformed",
+            (f"Tool '{clip(name)}' arguments must be a JSON object of parameter names to values, got {kind}."),
+            name,
+        )
     try:
         size = len(canonical_json(arguments))
     except (TypeError, ValueError):
         return ToolResult.failure("malformed", f"Tool '{clip(name)}' arguments are not JSON values.", name)
     if size > max_chars:
         return ToolResult.failure(
-            "too_large", f"Tool '{clip(name)}' arguments are too large ({size} characters; the limit "
-                         f"is {max_chars}).", name)
+            "too_large",
+            (f"Tool '{clip(name)}' arguments are too large ({size} characters; the limit is {max_chars})."),
+            name,
+        )
     return ParsedCall(name, arguments)

@@ -21,8 +21,11 @@ except ImportError:  # pragma: no cover - older interpreters
     import sre_constants as C  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
-_CATEGORY = {C.CATEGORY_DIGIT: "0123456789", C.CATEGORY_WORD: "abcdefghijklmnopqrstuvwxyz0123456789",
-             C.CATEGORY_SPACE: " "}
+_CATEGORY = {
+    C.CATEGORY_DIGIT: "0123456789",
+    C.CATEGORY_WORD: "abcdefghijklmnopqrstuvwxyz0123456789",
+    C.CATEGORY_SPACE: " ",
+}
 _ANY = "abcdefghijklmnopqrstuvwxyz"
 UNBOUNDED_EXTRA = 3
 

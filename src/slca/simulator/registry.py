@@ -1,7 +1,7 @@
 """The backend registry: a `Backend` answers a parsed, toolset-checked call; chosen by name.
 
-    @register("schema")
-    class SchemaBackend: ...
+@register("schema")
+class SchemaBackend: ...
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from slca.simulator.types import Knobs, ToolResult
 class Backend(Protocol):
     name: str
 
-    def respond(self, spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> ToolResult:
-        ...
+    def respond(self, spec: ToolSpec, arguments: dict, state: EpisodeState, knobs: Knobs) -> ToolResult: ...
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {}

@@ -36,8 +36,7 @@ def resolve_knobs(params: Any = None, knobs: Any = None) -> Knobs:
     return Knobs.from_mapping(params)
 
 
-def answer(specs: dict[str, ToolSpec], call: Any, backend: Backend, state: EpisodeState,
-           knobs: Knobs) -> ToolResult:
+def answer(specs: dict[str, ToolSpec], call: Any, backend: Backend, state: EpisodeState, knobs: Knobs) -> ToolResult:
     """One call through parse -> toolset check -> backend; never raises."""
     parsed = parse_call(call, max_chars=knobs.max_call_chars, max_depth=knobs.max_depth)
     if isinstance(parsed, ToolResult):
@@ -45,25 +44,41 @@ def answer(specs: dict[str, ToolSpec], call: Any, backend: Backend, state: Episo
     return dispatch(specs, parsed, backend, state, knobs)
 
 
-def dispatch(specs: dict[str, ToolSpec], parsed: ParsedCall, backend: Backend, state: EpisodeState,
-             knobs: Knobs) -> ToolResult:
+def dispatch(
+    specs: dict[str, ToolSpec], parsed: ParsedCall, backend: Backend, state: EpisodeState, knobs: Knobs
+) -> ToolResult:
     spec = specs.get(parsed.name)
     if spec is None:
         return ToolResult.failure(
-            "unknown_tool", f"Tool '{clip(parsed.name, 80)}' not found in the current available tools set.",
-            parsed.name)
+            "unknown_tool", f"Tool '{clip(parsed.name, 80)}' not found in the current available tools set.", parsed.name
+        )
     try:
         return backend.respond(spec, parsed.arguments, state, knobs)
     except Exception as error:  # noqa: BLE001 - a backend bug must not end a rollout
-        return ToolResult(False, None, f"Tool '{spec.name}' could not be simulated "
-                                       f"({type(error).__name__}).", "backend", spec.name, "backend")
+        return ToolResult(
+            False,
+            None,
+            (f"Tool '{spec.name}' could not be simulated ({type(error).__name__})."),
+            "backend",
+            spec.name,
+            "backend",
+        )
 
 
 class SimulatorSession:
     """Tools offered in one episode, the backend answering them, and the episode's state."""
 
-    def __init__(self, tools: Any = None, backend: str | Backend = "schema", params: Any = None,
-                 world: Any = None, *, seed: int = 0, knobs: Any = None, copy_world: bool = True) -> None:
+    def __init__(
+        self,
+        tools: Any = None,
+        backend: str | Backend = "schema",
+        params: Any = None,
+        world: Any = None,
+        *,
+        seed: int = 0,
+        knobs: Any = None,
+        copy_world: bool = True,
+    ) -> None:
         self.specs = toolset(tools)
         self.knobs = resolve_knobs(params, knobs)
         sim_params = params.simulator if params is not None and hasattr(params, "simulator") else params
@@ -84,8 +99,14 @@ class SimulatorSession:
         return [self.call(call) for call in calls]
 
 
-def simulate(tool_schema: Any, call: Any, *, backend: str | Backend = "schema",
-             state: EpisodeState | None = None, knobs: Any = None) -> ToolResult:
+def simulate(
+    tool_schema: Any,
+    call: Any,
+    *,
+    backend: str | Backend = "schema",
+    state: EpisodeState | None = None,
+    knobs: Any = None,
+) -> ToolResult:
     """Answer one call against `tool_schema` (a tool, a list of tools, or None = whole catalog)."""
     try:
         specs = _cached_toolset(tool_schema)

@@ -22,11 +22,44 @@ from slca.simulator.fastcheck import Checker, compile_checker
 
 GENERIC_RESPONSE: dict = {"type": "object"}
 MAX_CACHED_SPECS = 2048
-WRITE_VERBS = ("add", "book", "cancel", "change", "create", "delete", "make", "modify", "move",
-               "pay", "place", "remove", "request", "reschedule", "reserve", "return", "schedule",
-               "send", "set", "submit", "transfer", "update", "decline", "accept", "invite")
-RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
-                  "maxItems", "minLength", "maxLength", "multipleOf")
+WRITE_VERBS = (
+    "add",
+    "book",
+    "cancel",
+    "change",
+    "create",
+    "delete",
+    "make",
+    "modify",
+    "move",
+    "pay",
+    "place",
+    "remove",
+    "request",
+    "reschedule",
+    "reserve",
+    "return",
+    "schedule",
+    "send",
+    "set",
+    "submit",
+    "transfer",
+    "update",
+    "decline",
+    "accept",
+    "invite",
+)
+RANGE_KEYWORDS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "multipleOf",
+)
 FORMAT_KEYWORDS = ("format", "pattern")
 _SPECS: OrderedDict[str, ToolSpec | None] = OrderedDict()
 _EXAMPLE = re.compile(r"e\.g\.\s*'([^']+)'")
@@ -48,8 +81,12 @@ class ToolSpec:
     _response_validator: Draft202012Validator | None = field(default=None, repr=False)
 
     def as_schema(self) -> dict:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters,
-                "response": self.response}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "response": self.response,
+        }
 
     def parameters_for(self, check_formats: bool, check_ranges: bool) -> dict:
         """Parameter schema with the bound/format keywords the knobs switch off removed."""
@@ -70,9 +107,12 @@ class ToolSpec:
         """Messages of every way `content` breaks the response schema (empty = conforms)."""
         if self._response_validator is None:
             self._response_validator = Draft202012Validator(
-                self.response, format_checker=Draft202012Validator.FORMAT_CHECKER)
-        return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:120]}"
-                for e in self._response_validator.iter_errors(content)]
+                self.response, format_checker=Draft202012Validator.FORMAT_CHECKER
+            )
+        return [
+            f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:120]}"
+            for e in self._response_validator.iter_errors(content)
+        ]
 
 
 def strip_keywords(schema: Any, drop: tuple[str, ...]) -> Any:
@@ -133,9 +173,14 @@ def to_spec(entry: Any) -> ToolSpec | None:
     response = entry.get("response")
     if not isinstance(response, dict):
         response = catalog_map().get(name, {}).get("response", GENERIC_RESPONSE)
-    return ToolSpec(name=name, description=str(entry.get("description", "")),
-                    parameters=copy.deepcopy(parameters), response=copy.deepcopy(response),
-                    writes=is_write_tool(name), defaults=documented_defaults(parameters))
+    return ToolSpec(
+        name=name,
+        description=str(entry.get("description", "")),
+        parameters=copy.deepcopy(parameters),
+        response=copy.deepcopy(response),
+        writes=is_write_tool(name),
+        defaults=documented_defaults(parameters),
+    )
 
 
 def documented_defaults(parameters: dict) -> dict:

@@ -79,8 +79,11 @@ class EpisodeState:
 
     @staticmethod
     def _matches(record: dict, arguments: dict) -> bool:
-        return all(loosely_equal(record[key], value) for key, value in arguments.items()
-                   if key in record and not isinstance(value, (dict, list)))
+        return all(
+            loosely_equal(record[key], value)
+            for key, value in arguments.items()
+            if key in record and not isinstance(value, (dict, list))
+        )
 
     def remember(self, name: str, content: Any, writes: bool) -> None:
         """Store every record in a response; a write also marks them (a delete forgets them)."""

@@ -27,8 +27,15 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
-def synthesize(schema: Any, rng: random.Random, hints: dict, knobs: Knobs,
-               related: Related | None = None, name: str = "", depth: int = 0) -> Any:
+def synthesize(
+    schema: Any,
+    rng: random.Random,
+    hints: dict,
+    knobs: Knobs,
+    related: Related | None = None,
+    name: str = "",
+    depth: int = 0,
+) -> Any:
     """A value for `schema`; `name` is the field it fills (used for hints and id shapes)."""
     if not isinstance(schema, dict) or depth > 12:
         return None
@@ -98,8 +105,12 @@ def _is_type(value: Any, kind: str) -> bool:
 
 
 def _in_bounds(value: float, schema: dict) -> bool:
-    checks = (("minimum", lambda lim: value >= lim), ("maximum", lambda lim: value <= lim),
-              ("exclusiveMinimum", lambda lim: value > lim), ("exclusiveMaximum", lambda lim: value < lim))
+    checks = (
+        ("minimum", lambda lim: value >= lim),
+        ("maximum", lambda lim: value <= lim),
+        ("exclusiveMinimum", lambda lim: value > lim),
+        ("exclusiveMaximum", lambda lim: value < lim),
+    )
     return all(check(schema[key]) for key, check in checks if key in schema)
 
 
@@ -133,8 +144,7 @@ def _valid_date(text: str) -> bool:
     return True
 
 
-def _object(schema: dict, rng: random.Random, hints: dict, knobs: Knobs, related: Related | None,
-            depth: int) -> dict:
+def _object(schema: dict, rng: random.Random, hints: dict, knobs: Knobs, related: Related | None, depth: int) -> dict:
     properties = schema.get("properties", {})
     out = {key: synthesize(sub, rng, hints, knobs, related, key, depth + 1) for key, sub in properties.items()}
     arrays = [key for key, sub in properties.items() if isinstance(out.get(key), list)]
@@ -144,15 +154,15 @@ def _object(schema: dict, rng: random.Random, hints: dict, knobs: Knobs, related
     return out
 
 
-def _array(schema: dict, rng: random.Random, hints: dict, knobs: Knobs, related: Related | None,
-           name: str, depth: int) -> list:
+def _array(
+    schema: dict, rng: random.Random, hints: dict, knobs: Knobs, related: Related | None, name: str, depth: int
+) -> list:
     items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
     low = max(int(schema.get("minItems", 0)), knobs.array_min_items)
     high = min(int(schema.get("maxItems", knobs.array_max_items)), max(knobs.array_max_items, low))
     low = min(low, high)
     remembered = related(items) if related and primary_type(items) == "object" else []
-    rows = [synthesize(items, rng, {**hints, **record}, knobs, None, "", depth + 1)
-            for record in remembered[:high]]
+    rows = [synthesize(items, rng, {**hints, **record}, knobs, None, "", depth + 1) for record in remembered[:high]]
     target = max(low, rng.randint(low, high)) if high > len(rows) else len(rows)
     while len(rows) < target:
         rows.append(synthesize(items, rng, _item_hints(hints, items), knobs, None, "", depth + 1))
@@ -232,8 +242,8 @@ def _number(schema: dict, rng: random.Random, name: str) -> float:
 
 
 def _bounds(schema: dict, default_low: float, default_span: float) -> tuple[float, float]:
-    low = schema.get("minimum", schema.get("exclusiveMinimum", None))
-    high = schema.get("maximum", schema.get("exclusiveMaximum", None))
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum", schema.get("exclusiveMaximum"))
     if "exclusiveMinimum" in schema and "minimum" not in schema:
         low = low + (1 if primary_type(schema) == "integer" else 0.01)
     if "exclusiveMaximum" in schema and "maximum" not in schema:

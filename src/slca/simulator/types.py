@@ -12,9 +12,20 @@ from dataclasses import dataclass
 from typing import Any
 
 # error classes of the executors plus the two only a raw policy string can cause
-ERROR_CLASSES: tuple[str, ...] = ("unknown_tool", "missing_required", "unexpected_argument", "type",
-                                  "enum", "range", "format", "not_found", "conflict", "malformed",
-                                  "too_large", "backend")
+ERROR_CLASSES: tuple[str, ...] = (
+    "unknown_tool",
+    "missing_required",
+    "unexpected_argument",
+    "type",
+    "enum",
+    "range",
+    "format",
+    "not_found",
+    "conflict",
+    "malformed",
+    "too_large",
+    "backend",
+)
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,33 @@ from slca.tools.validation import (
 from slca.tools.world import World
 
 DOMAINS: tuple[str, ...] = ("weather", "flights", "banking", "calendar", "retail", "math")
-ERROR_CLASSES: tuple[str, ...] = ("unknown_tool", "missing_required", "unexpected_argument", "type",
-                                  "enum", "range", "format", "not_found", "conflict")
+ERROR_CLASSES: tuple[str, ...] = (
+    "unknown_tool",
+    "missing_required",
+    "unexpected_argument",
+    "type",
+    "enum",
+    "range",
+    "format",
+    "not_found",
+    "conflict",
+)
 
-__all__ = ["DOMAINS", "ENTITY_KINDS_BY_DOMAIN", "ERROR_CLASSES", "ExecResult", "World", "as_openai_tool", "catalog",
-           "entity_pools", "example_calls", "execute", "tool_map", "tools_in_domain", "validate_arguments"]
+__all__ = [
+    "DOMAINS",
+    "ENTITY_KINDS_BY_DOMAIN",
+    "ERROR_CLASSES",
+    "ExecResult",
+    "World",
+    "as_openai_tool",
+    "catalog",
+    "entity_pools",
+    "example_calls",
+    "execute",
+    "tool_map",
+    "tools_in_domain",
+    "validate_arguments",
+]
 
 
 @dataclass(frozen=True)
@@ -66,9 +88,14 @@ def tools_in_domain(domain: str) -> list[dict]:
 
 def as_openai_tool(schema: dict) -> dict:
     """OpenAI function-tool form of a catalog schema (drops response and domain)."""
-    return {"type": "function", "function": {"name": schema["name"],
-                                             "description": schema["description"],
-                                             "parameters": copy.deepcopy(schema["parameters"])}}
+    return {
+        "type": "function",
+        "function": {
+            "name": schema["name"],
+            "description": schema["description"],
+            "parameters": copy.deepcopy(schema["parameters"]),
+        },
+    }
 
 
 def execute(world: World, name: Any, arguments: Any) -> ExecResult:
@@ -86,8 +113,7 @@ def execute(world: World, name: Any, arguments: Any) -> ExecResult:
     except ToolError as exc:
         return ExecResult(False, error=exc.message, error_class=exc.error_class)
     except Exception as exc:  # noqa: BLE001  an executor bug must not crash a rollout; report it as a failed call
-        return ExecResult(False, error=f"Tool '{name}' could not process the request: {exc}",
-                          error_class="conflict")
+        return ExecResult(False, error=f"Tool '{name}' could not process the request: {exc}", error_class="conflict")
 
 
 # which entity_pools() kinds each domain's tasks draw on
@@ -96,8 +122,7 @@ ENTITY_KINDS_BY_DOMAIN: dict[str, tuple[str, ...]] = {
     "flights": ("city", "airport"),
     "banking": ("account_holder", "bank_customer_id", "account_id", "currency"),
     "calendar": ("event_id", "event_title", "contact_name", "contact_email"),
-    "retail": ("product_name", "product_id", "product_category", "shopper_name", "shopper_email",
-               "order_id"),
+    "retail": ("product_name", "product_id", "product_category", "shopper_name", "shopper_email", "order_id"),
     "math": ("unit", "currency"),
 }
 

@@ -48,8 +48,13 @@ def tool(domain: str, name: str, description: str, parameters: dict, response: d
     def wrap(fn: Executor) -> Executor:
         if name in REGISTRY:
             raise ValueError(f"duplicate tool name {name!r}")
-        schema = {"name": name, "description": description, "parameters": parameters,
-                  "response": response, "domain": domain}
+        schema = {
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "response": response,
+            "domain": domain,
+        }
         REGISTRY[name] = ToolSpec(schema=schema, executor=fn)
         return fn
 
@@ -58,17 +63,20 @@ def tool(domain: str, name: str, description: str, parameters: dict, response: d
 
 # ---- schema builders (keep the domain modules short and uniform) ----
 
+
 def params(properties: dict, required: list[str] | None = None) -> dict:
     """Top-level parameter schema: an object with `required` and no extra keys."""
-    return {"type": "object", "properties": properties, "required": list(required or []),
-            "additionalProperties": False}
+    return {"type": "object", "properties": properties, "required": list(required or []), "additionalProperties": False}
 
 
 def obj(properties: dict, required: list[str] | None = None, description: str = "") -> dict:
     """Nested object; `required=None` means every property is required (response payloads)."""
-    schema: dict = {"type": "object", "properties": properties,
-                    "required": list(properties) if required is None else list(required),
-                    "additionalProperties": False}
+    schema: dict = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else list(required),
+        "additionalProperties": False,
+    }
     if description:
         schema["description"] = description
     return schema
@@ -78,13 +86,11 @@ def string(description: str = "", **extra: Any) -> dict:
     return _typed("string", description, extra)
 
 
-def integer(description: str = "", minimum: int | None = None, maximum: int | None = None,
-            **extra: Any) -> dict:
+def integer(description: str = "", minimum: int | None = None, maximum: int | None = None, **extra: Any) -> dict:
     return _typed("integer", description, _bounds(minimum, maximum, extra))
 
 
-def number(description: str = "", minimum: float | None = None, maximum: float | None = None,
-           **extra: Any) -> dict:
+def number(description: str = "", minimum: float | None = None, maximum: float | None = None, **extra: Any) -> dict:
     return _typed("number", description, _bounds(minimum, maximum, extra))
 
 
@@ -96,8 +102,9 @@ def enum(values: list[str] | tuple[str, ...], description: str = "", **extra: An
     return _typed("string", description, {"enum": list(values), **extra})
 
 
-def array(items: dict, description: str = "", min_items: int | None = None,
-          max_items: int | None = None, **extra: Any) -> dict:
+def array(
+    items: dict, description: str = "", min_items: int | None = None, max_items: int | None = None, **extra: Any
+) -> dict:
     bounds = {k: v for k, v in (("minItems", min_items), ("maxItems", max_items)) if v is not None}
     return _typed("array", description, {"items": items, **bounds, **extra})
 

@@ -16,17 +16,38 @@ from jsonschema.exceptions import ValidationError
 
 ERROR_ORDER = ("missing_required", "unexpected_argument", "type", "enum", "range", "format")
 _CLASS_OF = {
-    "required": "missing_required", "additionalProperties": "unexpected_argument",
-    "type": "type", "enum": "enum", "const": "enum",
-    "minimum": "range", "maximum": "range", "exclusiveMinimum": "range",
-    "exclusiveMaximum": "range", "minItems": "range", "maxItems": "range",
-    "minLength": "range", "maxLength": "range", "multipleOf": "range",
-    "uniqueItems": "range", "format": "format", "pattern": "format",
+    "required": "missing_required",
+    "additionalProperties": "unexpected_argument",
+    "type": "type",
+    "enum": "enum",
+    "const": "enum",
+    "minimum": "range",
+    "maximum": "range",
+    "exclusiveMinimum": "range",
+    "exclusiveMaximum": "range",
+    "minItems": "range",
+    "maxItems": "range",
+    "minLength": "range",
+    "maxLength": "range",
+    "multipleOf": "range",
+    "uniqueItems": "range",
+    "format": "format",
+    "pattern": "format",
 }
-_FORMAT_HINT = {"date": "a date in YYYY-MM-DD format", "email": "an email address like name@example.com",
-                "time": "a time like 14:30:00Z"}
-_JSON_TYPE = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-              float: "number", type(None): "null"}
+_FORMAT_HINT = {
+    "date": "a date in YYYY-MM-DD format",
+    "email": "an email address like name@example.com",
+    "time": "a time like 14:30:00Z",
+}
+_JSON_TYPE = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
 _VALIDATORS: dict[int, tuple[dict, Draft202012Validator]] = {}
 
 
@@ -45,8 +66,10 @@ def validate_arguments(tool_schema: dict, arguments: Any) -> tuple[str, str] | N
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        return "type", (f"Tool '{name}' arguments must be a JSON object of parameter names to "
-                        f"values, got {json_type(arguments)} {show(arguments)}")
+        return "type", (
+            f"Tool '{name}' arguments must be a JSON object of parameter names to "
+            f"values, got {json_type(arguments)} {show(arguments)}"
+        )
     missing = [k for k in parameters.get("required", []) if k not in arguments]
     if missing:
         return "missing_required", missing_required_message(name, missing)
@@ -119,17 +142,23 @@ def describe(name: str, error: ValidationError) -> str:
         options = limit if kind == "enum" else [limit]
         return f"{subject} must be one of {show(options, 400)}, got {show(got)}"
     if kind in ("format", "pattern"):
-        want = _FORMAT_HINT.get(limit, f"a valid {limit}") if kind == "format" \
+        want = (
+            _FORMAT_HINT.get(limit, f"a valid {limit}")
+            if kind == "format"
             else error.schema.get("description") or f"a string matching {limit!r}"
+        )
         return f"{subject} must be {want.rstrip('.')}, got {show(got)}"
     return f"{subject} {_range_phrase(kind, limit)}, got {_range_value(kind, got)}"
 
 
 def _range_phrase(kind: str, limit: Any) -> str:
     return {
-        "minimum": f"must be >= {limit}", "maximum": f"must be <= {limit}",
-        "exclusiveMinimum": f"must be > {limit}", "exclusiveMaximum": f"must be < {limit}",
-        "minItems": f"must have at least {limit} items", "maxItems": f"must have at most {limit} items",
+        "minimum": f"must be >= {limit}",
+        "maximum": f"must be <= {limit}",
+        "exclusiveMinimum": f"must be > {limit}",
+        "exclusiveMaximum": f"must be < {limit}",
+        "minItems": f"must have at least {limit} items",
+        "maxItems": f"must have at most {limit} items",
         "minLength": f"must be at least {limit} characters long",
         "maxLength": f"must be at most {limit} characters long",
         "multipleOf": f"must be a multiple of {limit}",
@@ -163,7 +192,6 @@ def _validator(parameters: dict) -> Draft202012Validator:
     """Compiled validator per parameter schema object (kept alive alongside it)."""
     hit = _VALIDATORS.get(id(parameters))
     if hit is None or hit[0] is not parameters:
-        hit = (parameters, Draft202012Validator(parameters,
-                                                format_checker=Draft202012Validator.FORMAT_CHECKER))
+        hit = (parameters, Draft202012Validator(parameters, format_checker=Draft202012Validator.FORMAT_CHECKER))
         _VALIDATORS[id(parameters)] = hit
     return hit[1]

@@ -52,8 +52,9 @@ class World:
         self.today = TODAY.isoformat()
         rng = random.Random(self.seed)
         people = self._people(rng, 90)
-        self.rates = {cur: round(r * rng.uniform(0.97, 1.03), 6) if cur != "USD" else 1.0
-                      for cur, r in E.CURRENCY_RATES.items()}
+        self.rates = {
+            cur: round(r * rng.uniform(0.97, 1.03), 6) if cur != "USD" else 1.0 for cur, r in E.CURRENCY_RATES.items()
+        }
         self.weather_alerts: dict[str, dict] = {}
         self.flights: dict[str, dict] = {}  # cache of generated flights, mutated by bookings
         self.bookings: dict[str, dict] = {}
@@ -95,10 +96,15 @@ class World:
             cond = rng.choice(("cloudy", "fog")) if high < 18 else "cloudy"
         else:
             cond = "sunny" if precip < 20 else "partly_cloudy"
-        return {"date": day, "high_c": high, "low_c": low, "condition": cond,
-                "precipitation_chance": precip,
-                "humidity": int(min(100, 30 + 60 * wet + rng.uniform(-10, 10))),
-                "wind_kph": round(rng.uniform(3, 35), 1)}
+        return {
+            "date": day,
+            "high_c": high,
+            "low_c": low,
+            "condition": cond,
+            "precipitation_chance": precip,
+            "humidity": int(min(100, 30 + 60 * wet + rng.uniform(-10, 10))),
+            "wind_kph": round(rng.uniform(3, 35), 1),
+        }
 
     def air_quality(self, city_row: tuple) -> dict:
         rng = keyed_rng(self.seed, "aqi", city_row[0])
@@ -120,8 +126,13 @@ class World:
     def flight(self, flight_id: str) -> dict | None:
         if flight_id not in self.flights:
             parts = flight_id.split("-")
-            if len(parts) != 5 or parts[0] != "FL" or parts[1] not in CITY_BY_CODE \
-                    or parts[2] not in CITY_BY_CODE or parts[1] == parts[2]:
+            if (
+                len(parts) != 5
+                or parts[0] != "FL"
+                or parts[1] not in CITY_BY_CODE
+                or parts[2] not in CITY_BY_CODE
+                or parts[1] == parts[2]
+            ):
                 return None
             try:
                 day = date(int(parts[3][:4]), int(parts[3][4:6]), int(parts[3][6:])).isoformat()
@@ -133,44 +144,58 @@ class World:
         return self.flights.get(flight_id)
 
     @staticmethod
-    def _make_flight(rng: random.Random, fid: str, origin: str, dest: str, day: str,
-                     km: float) -> dict:
+    def _make_flight(rng: random.Random, fid: str, origin: str, dest: str, day: str, km: float) -> dict:
         code, airline = rng.choice(E.AIRLINES)
         stops = 0 if km < 2500 or rng.random() < 0.45 else rng.choice((1, 1, 2))
         minutes = int(km / 13.5 + 40 + stops * rng.randint(60, 150))
         dep = rng.randint(5 * 12, 22 * 12) * 5  # minutes after midnight, on a 5-minute grid
         arr = dep + minutes
         base = 45 + km * rng.uniform(0.06, 0.11) - stops * 25
-        return {"flight_id": fid, "flight_number": f"{code}{rng.randint(100, 9899)}",
-                "airline": airline, "origin": origin, "destination": dest, "date": day,
-                "departure_time": f"{dep // 60:02d}:{dep % 60:02d}",
-                "arrival_time": f"{arr // 60 % 24:02d}:{arr % 60:02d}",
-                "arrives_next_day": arr >= 24 * 60, "duration_min": minutes, "stops": stops,
-                "prices": {"economy": round(max(39.0, base), 2),
-                           "premium_economy": round(max(39.0, base) * 1.6, 2),
-                           "business": round(max(39.0, base) * 3.2, 2)},
-                "seats_left": rng.randint(0, 40), "status_seed": rng.random()}
+        return {
+            "flight_id": fid,
+            "flight_number": f"{code}{rng.randint(100, 9899)}",
+            "airline": airline,
+            "origin": origin,
+            "destination": dest,
+            "date": day,
+            "departure_time": f"{dep // 60:02d}:{dep % 60:02d}",
+            "arrival_time": f"{arr // 60 % 24:02d}:{arr % 60:02d}",
+            "arrives_next_day": arr >= 24 * 60,
+            "duration_min": minutes,
+            "stops": stops,
+            "prices": {
+                "economy": round(max(39.0, base), 2),
+                "premium_economy": round(max(39.0, base) * 1.6, 2),
+                "business": round(max(39.0, base) * 3.2, 2),
+            },
+            "seats_left": rng.randint(0, 40),
+            "status_seed": rng.random(),
+        }
 
     # ---- builders ----
     @staticmethod
     def _people(rng: random.Random, n: int) -> list[str]:
-        combos = [f"{f} {l}" for f in E.FIRST_NAMES for l in E.LAST_NAMES]
+        combos = [f"{first} {last}" for first in E.FIRST_NAMES for last in E.LAST_NAMES]
         return rng.sample(combos, n)
 
     def _build_bank(self, rng: random.Random, names: list[str]) -> None:
         for i, name in enumerate(names):
             cid = f"CUS-{1001 + i}"
-            self.bank_customers[cid] = {"customer_id": cid, "name": name,
-                                        "email": _email(name, "bank.example")}
+            self.bank_customers[cid] = {"customer_id": cid, "name": name, "email": _email(name, "bank.example")}
             kinds = ["checking"] + rng.sample(["savings", "credit", "investment"], rng.randint(0, 2))
             for j, kind in enumerate(kinds):
                 aid = f"ACC-{(1001 + i) * 10 + j}"
                 currency = rng.choice(("USD", "USD", "USD", "EUR", "GBP"))
                 balance = round(rng.uniform(-2500, 0) if kind == "credit" else rng.uniform(40, 25000), 2)
-                self.accounts[aid] = {"account_id": aid, "customer_id": cid, "type": kind,
-                                      "currency": currency, "nickname": f"{name.split()[0]}'s {kind}",
-                                      "balance": balance,
-                                      "credit_limit": 5000.0 if kind == "credit" else 0.0}
+                self.accounts[aid] = {
+                    "account_id": aid,
+                    "customer_id": cid,
+                    "type": kind,
+                    "currency": currency,
+                    "nickname": f"{name.split()[0]}'s {kind}",
+                    "balance": balance,
+                    "credit_limit": 5000.0 if kind == "credit" else 0.0,
+                }
                 self.transactions[aid] = self._history(rng, aid, kind)
 
     def _history(self, rng: random.Random, aid: str, kind: str) -> list[dict]:
@@ -178,9 +203,15 @@ class World:
         for k in range(rng.randint(4, 10)):
             cat = "salary" if kind == "checking" and k == 0 else rng.choice(E.TXN_CATEGORIES[:8])
             amount = round(rng.uniform(1500, 5000) if cat == "salary" else -rng.uniform(3, 400), 2)
-            txns.append({"transaction_id": f"TXN-{aid[4:]}-{k + 1:02d}",
-                         "date": shift_day(-rng.randint(0, HISTORY_DAYS)), "amount": amount,
-                         "category": cat, "description": rng.choice(E.MERCHANTS[cat])})
+            txns.append(
+                {
+                    "transaction_id": f"TXN-{aid[4:]}-{k + 1:02d}",
+                    "date": shift_day(-rng.randint(0, HISTORY_DAYS)),
+                    "amount": amount,
+                    "category": cat,
+                    "description": rng.choice(E.MERCHANTS[cat]),
+                }
+            )
         return sorted(txns, key=lambda t: (t["date"], t["transaction_id"]), reverse=True)
 
     def _build_calendar(self, rng: random.Random) -> None:
@@ -196,25 +227,33 @@ class World:
                 busy_until = start + duration
                 eid = f"EVT-{len(self.events) + 101}"
                 self.events[eid] = {
-                    "event_id": eid, "title": rng.choice(E.EVENT_TITLES), "date": day,
-                    "start_time": _hhmm(start), "end_time": _hhmm(start + duration),
-                    "duration_min": duration, "calendar": rng.choice(("work", "work", "personal", "family")),
+                    "event_id": eid,
+                    "title": rng.choice(E.EVENT_TITLES),
+                    "date": day,
+                    "start_time": _hhmm(start),
+                    "end_time": _hhmm(start + duration),
+                    "duration_min": duration,
+                    "calendar": rng.choice(("work", "work", "personal", "family")),
                     "location": rng.choice(E.LOCATIONS),
-                    "attendees": [c["email"] for c in rng.sample(self.contacts, rng.randint(0, 3))]}
+                    "attendees": [c["email"] for c in rng.sample(self.contacts, rng.randint(0, 3))],
+                }
 
     def _build_retail(self, rng: random.Random, names: list[str]) -> None:
         for i, (name, cat, price) in enumerate(E.PRODUCTS):
             pid = f"PRD-{301 + i}"
-            self.products[pid] = {"product_id": pid, "name": name, "category": cat,
-                                  "price": round(price * rng.uniform(0.9, 1.1), 2),
-                                  "stock": rng.choice((0, 3, 8, 15, 25, 40)),
-                                  "rating": round(rng.uniform(3.0, 5.0), 1)}
+            self.products[pid] = {
+                "product_id": pid,
+                "name": name,
+                "category": cat,
+                "price": round(price * rng.uniform(0.9, 1.1), 2),
+                "stock": rng.choice((0, 3, 8, 15, 25, 40)),
+                "rating": round(rng.uniform(3.0, 5.0), 1),
+            }
         pids = list(self.products)
         for i, name in enumerate(names):
             sid = f"SHP-{501 + i}"
             city = rng.choice(E.CITIES)[0]
-            self.shoppers[sid] = {"customer_id": sid, "name": name,
-                                  "email": _email(name, "shop.example"), "city": city}
+            self.shoppers[sid] = {"customer_id": sid, "name": name, "email": _email(name, "shop.example"), "city": city}
             for _ in range(rng.randint(1, 2)):
                 self._seed_order(rng, sid, rng.sample(pids, rng.randint(1, 3)))
 
@@ -223,14 +262,26 @@ class World:
         items = []
         for k, pid in enumerate(pids):
             p = self.products[pid]
-            items.append({"item_id": f"{oid}-{k + 1}", "product_id": pid, "name": p["name"],
-                          "quantity": rng.randint(1, 3), "unit_price": p["price"],
-                          "returned_quantity": 0})
+            items.append(
+                {
+                    "item_id": f"{oid}-{k + 1}",
+                    "product_id": pid,
+                    "name": p["name"],
+                    "quantity": rng.randint(1, 3),
+                    "unit_price": p["price"],
+                    "returned_quantity": 0,
+                }
+            )
         status = rng.choice(("processing", "shipped", "delivered", "delivered", "cancelled"))
-        self.orders[oid] = {"order_id": oid, "customer_id": sid, "status": status,
-                            "placed_on": shift_day(-rng.randint(1, HISTORY_DAYS)), "items": items,
-                            "shipping_method": rng.choice(("standard", "express")),
-                            "total": round(sum(it["quantity"] * it["unit_price"] for it in items), 2)}
+        self.orders[oid] = {
+            "order_id": oid,
+            "customer_id": sid,
+            "status": status,
+            "placed_on": shift_day(-rng.randint(1, HISTORY_DAYS)),
+            "items": items,
+            "shipping_method": rng.choice(("standard", "express")),
+            "total": round(sum(it["quantity"] * it["unit_price"] for it in items), 2),
+        }
 
 
 def _email(name: str, domain: str) -> str:

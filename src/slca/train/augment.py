@@ -70,9 +70,13 @@ def copied_values(task: Mapping[str, Any]) -> list[str]:
         context = " ".join(shown)
         for call in step or []:
             for value in _string_leaves(call.get("arguments") or {}):
-                if (len(value) >= MIN_CHARS and not any(c in value for c in '"\\')
-                        and _pattern(value).search(context)
-                        and not _pattern(value).search(system) and value not in schemas):
+                if (
+                    len(value) >= MIN_CHARS
+                    and not any(c in value for c in '"\\')
+                    and _pattern(value).search(context)
+                    and not _pattern(value).search(system)
+                    and value not in schemas
+                ):
                     values.add(value)
         if index < len(responses):
             shown.append(json.dumps(responses[index], ensure_ascii=False))
@@ -96,8 +100,10 @@ def copy_augmented(task: Mapping[str, Any], rng: random.Random) -> dict[str, Any
         if field not in task:
             continue
         if field == "messages":
-            out[field] = [dict(m) if m.get("role") == "system"
-                          else json.loads(rewrite(json.dumps(m, ensure_ascii=False))) for m in task[field]]
+            out[field] = [
+                dict(m) if m.get("role") == "system" else json.loads(rewrite(json.dumps(m, ensure_ascii=False)))
+                for m in task[field]
+            ]
         else:
             out[field] = json.loads(rewrite(json.dumps(task[field], ensure_ascii=False)))
     return out

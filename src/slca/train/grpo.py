@@ -2,9 +2,9 @@
 
 Everything but the advantages is TRL's: generation (plain `generate`, vLLM colocate or server),
 the clipped surrogate and its loss variants, the KL term to the reference, accelerate/DeepSpeed,
-checkpoints and resume. Rollouts are multi-turn against the tool simulator
-(the rollout engine `slca.rollout` driven by `slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response tokens come back as
-`env_mask`, which TRL applies as its `tool_mask`, so they never reach the loss.
+checkpoints and resume. Rollouts are multi-turn against the tool simulator (the rollout engine
+`slca.rollout` driven by `slca.train.grpo_rollout`, passed as TRL's `rollout_func`); tool-response
+tokens come back as `env_mask`, which TRL applies as its `tool_mask`, so they never reach the loss.
 
 The advantages are `SegmentGRPOTrainer`'s (the class any TRL user can drop in): after TRL has
 generated and scored a batch, its 1-D trajectory advantages are replaced with
@@ -46,8 +46,23 @@ from slca.train.grpo_rollout import run_multiturn
 from slca.train.judge_noise import training_judge
 from slca.trl import SampleSink, SegmentGRPOTrainer
 
-SCORE_COLUMNS = ("r_tool", "r_sum", "penalty", "fmt", "name", "key", "value", "parallel", "call_accuracy",
-                 "rltr", "rltr_comp", "rltr_repeat", "rltr_error", "rltr_format_ok", "success")
+SCORE_COLUMNS = (
+    "r_tool",
+    "r_sum",
+    "penalty",
+    "fmt",
+    "name",
+    "key",
+    "value",
+    "parallel",
+    "call_accuracy",
+    "rltr",
+    "rltr_comp",
+    "rltr_repeat",
+    "rltr_error",
+    "rltr_format_ok",
+    "success",
+)
 
 
 def task_dataset(tasks: Sequence[Mapping[str, Any]]) -> Dataset:
@@ -60,8 +75,16 @@ def on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_steps: int | None = None,
-                save: bool = True, **overrides: Any) -> GRPOConfig:
+def grpo_config(
+    params: Any,
+    estimator: str,
+    seed: int,
+    output_dir: str,
+    *,
+    max_steps: int | None = None,
+    save: bool = True,
+    **overrides: Any,
+) -> GRPOConfig:
     """GRPOConfig from `params.train`: one optimizer step per generated batch of P×G rollouts.
 
     `save=False` turns checkpoints off (smoke runs, benchmarks); `overrides` are GRPOConfig fields.
@@ -71,13 +94,17 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rollouts = train.prompts_per_step * train.num_generations
     if rollouts % world:
-        raise ValueError(f"train.prompts_per_step × train.num_generations = {rollouts} is not divisible by "
-                         f"the {world} processes")
+        raise ValueError(
+            f"train.prompts_per_step × train.num_generations = {rollouts} is not divisible by the {world} processes"
+        )
     gpu = on_gpu()
     vllm: dict[str, Any] = {}
     if train.use_vllm:
-        vllm = {"use_vllm": True, "vllm_mode": train.vllm_mode,
-                "vllm_gpu_memory_utilization": train.vllm_gpu_memory_utilization}
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": train.vllm_mode,
+            "vllm_gpu_memory_utilization": train.vllm_gpu_memory_utilization,
+        }
         if train.vllm_server_base_url:
             vllm["vllm_server_base_url"] = train.vllm_server_base_url
     fields: dict[str, Any] = {
@@ -118,8 +145,10 @@ def grpo_config(params: Any, estimator: str, seed: int, output_dir: str, *, max_
 def failure_windows(params: Any, judge: Any) -> dict[str, Any]:
     """metric name -> FailureWindow of the simulator backend the training episodes use, and of the judge."""
     backend = SimulatorSession([], params.simulator.backend, params).backend  # the process-wide shared one
-    windows = {"simulator/fallback_rate": getattr(backend, "fallbacks", None),
-               "judge/failure_rate": getattr(judge, "failures", None)}
+    windows = {
+        "simulator/fallback_rate": getattr(backend, "fallbacks", None),
+        "judge/failure_rate": getattr(judge, "failures", None),
+    }
     return {name: window for name, window in windows.items() if window is not None}
 
 
@@ -136,9 +165,19 @@ def _slca_reward(key: str) -> Callable[..., list[float]]:
 class SLCAGRPOTrainer(SegmentGRPOTrainer):
     """`SegmentGRPOTrainer` fed by slca's rollout engine, rewards and tasks."""
 
-    def __init__(self, model: Any, *, params: Any, estimator: str, args: GRPOConfig, train_dataset: Dataset,
-                 processing_class: Any, sample_sink: SampleSink | None = None, callbacks: list | None = None,
-                 peft_config: Any = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        params: Any,
+        estimator: str,
+        args: GRPOConfig,
+        train_dataset: Dataset,
+        processing_class: Any,
+        sample_sink: SampleSink | None = None,
+        callbacks: list | None = None,
+        peft_config: Any = None,
+    ) -> None:
         get_estimator(estimator)
         self.slca_params = params
         self.judge = training_judge(params, args.seed)  # noisy when rewards.summary_noise > 0
@@ -198,14 +237,20 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
         device = output["completion_ids"].device
         scores = self._episode_batch["scores"]
         # float64 end to end: the credit core's group statistics guard against near-tied totals
-        columns = {key: torch.tensor([s[key] for s in scores], dtype=torch.float64, device=device)
-                   for key in SCORE_COLUMNS}
+        columns = {
+            key: torch.tensor([s[key] for s in scores], dtype=torch.float64, device=device) for key in SCORE_COLUMNS
+        }
         tail = torch.tensor(self._episode_batch["tail"], dtype=torch.bool, device=device)
         rows = {key: self._gather_rows(value) for key, value in columns.items()}
-        return {"scores": rows, "r_tool": rows["r_tool"], "r_sum": rows["r_sum"], "penalty": rows["penalty"].bool(),
-                "penalty_value": self.slca_params.rewards.no_call_penalty,
-                "extra": {"call_accuracy": rows["call_accuracy"], "rltr_reward": rows["rltr"]},
-                "tail": self._gather_rows(tail.long()).bool()}
+        return {
+            "scores": rows,
+            "r_tool": rows["r_tool"],
+            "r_sum": rows["r_sum"],
+            "penalty": rows["penalty"].bool(),
+            "penalty_value": self.slca_params.rewards.no_call_penalty,
+            "extra": {"call_accuracy": rows["call_accuracy"], "rltr_reward": rows["rltr"]},
+            "tail": self._gather_rows(tail.long()).bool(),
+        }
 
     def _after_credit(self, output: dict[str, Any], rows: dict[str, Any]) -> None:
         credit, scores = self.last_credit, rows["scores"]
@@ -216,23 +261,39 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
             metrics[f"rewards/baselines/{name}"].append(float(scores[name].mean()))
         metrics["rewards/success"].append(float(scores["success"].mean()))
         metrics["rewards/penalty_rate"].append(float(credit["penalty"].float().mean()))
-        self._log_segment_bias(scores, credit["tool_mask"], credit["summary_mask"], credit["group_ids"],
-                               credit["penalty"])
+        self._log_segment_bias(
+            scores, credit["tool_mask"], credit["summary_mask"], credit["group_ids"], credit["penalty"]
+        )
 
     def _row_kinds(self) -> list[str]:
         """Every process's rows' task kinds, in row order (gathered as indices of a fixed vocabulary)."""
         vocabulary = [*sorted(self.slca_params.data.kind_mix.model_dump()), "other"]
         local = [task.get("kind") for task in self._current_tasks]
-        index = torch.tensor([vocabulary.index(k) if k in vocabulary else len(vocabulary) - 1 for k in local],
-                             device=self.accelerator.device)
+        index = torch.tensor(
+            [vocabulary.index(k) if k in vocabulary else len(vocabulary) - 1 for k in local],
+            device=self.accelerator.device,
+        )
         return [vocabulary[int(i)] for i in self._gather_rows(index).tolist()]
 
-    def _log_segment_bias(self, rows: dict[str, torch.Tensor], tool_mask: torch.Tensor,
-                          summary_mask: torch.Tensor, group_ids: torch.Tensor, penalty: torch.Tensor) -> None:
+    def _log_segment_bias(
+        self,
+        rows: dict[str, torch.Tensor],
+        tool_mask: torch.Tensor,
+        summary_mask: torch.Tensor,
+        group_ids: torch.Tensor,
+        penalty: torch.Tensor,
+    ) -> None:
         """Per task kind: what normalising a segment only over the members that have it gives them
         (`credit/segbias/*`, see `slca.credit.diagnostics.segment_normalisation_bias`)."""
-        bias = segment_normalisation_bias(rows["r_tool"], rows["r_sum"], tool_mask, summary_mask, group_ids,
-                                          penalty=penalty, scale_std=self.slca_params.credit.scale_std)
+        bias = segment_normalisation_bias(
+            rows["r_tool"],
+            rows["r_sum"],
+            tool_mask,
+            summary_mask,
+            group_ids,
+            penalty=penalty,
+            scale_std=self.slca_params.credit.scale_std,
+        )
         metrics = self._metrics["train" if self.model.training else "eval"]
         for name, value in bias_by_kind(bias, self._row_kinds()).items():
             metrics[f"credit/{name}"].append(value)

@@ -58,8 +58,10 @@ class TRLTurnGenerator:
         self.tokenizer = trainer.processing_class
         self.eos_token_ids = set(chat_format(self.tokenizer, trainer.model).stop_ids)
         if set(trainer.eos_token_ids) != self.eos_token_ids:
-            raise ValueError(f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
-                             f"{sorted(self.eos_token_ids)}: load the policy with slca.train.policy.load_policy")
+            raise ValueError(
+                f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
+                f"{sorted(self.eos_token_ids)}: load the policy with slca.train.policy.load_policy"
+            )
         self.context_limit = _max_model_len(trainer)
 
     def generate(self, episodes: Sequence[Episode], budgets: Sequence[int], round_index: int) -> list[Turn]:
@@ -67,7 +69,7 @@ class TRLTurnGenerator:
         turns = []
         for k, budget in enumerate(budgets):
             row = list(ids[k])[:budget]
-            logps = list(logprobs[k])[:len(row)] if logprobs is not None else None
+            logps = list(logprobs[k])[: len(row)] if logprobs is not None else None
             turns.append(Turn(row, logps))
         return turns
 
@@ -85,33 +87,50 @@ class TRLTurnGenerator:
 def turn_generator(trainer: Any, params: Any) -> Any:
     """The trainer's turn generator: the cached one where it applies (kept on the trainer, so its generation
     copy is built once and refreshed each step), else TRL's own generation."""
-    simple = (params.train.rollout_generator == "cached" and not trainer.use_vllm
-              and trainer.accelerator.num_processes == 1 and trainer.min_p is None
-              and trainer.repetition_penalty == 1.0)
+    simple = (
+        params.train.rollout_generator == "cached"
+        and not trainer.use_vllm
+        and trainer.accelerator.num_processes == 1
+        and trainer.min_p is None
+        and trainer.repetition_penalty == 1.0
+    )
     if not simple:
         return TRLTurnGenerator(trainer)
     generator = getattr(trainer, "_slca_turn_generator", None)
     if generator is None:
         model = trainer.accelerator.unwrap_model(trainer.model)
-        generator = CachedTurnGenerator(model, trainer.processing_class, temperature=trainer.temperature,
-                                        top_k=trainer.top_k or 0, top_p=trainer.top_p, seed=trainer.args.seed,
-                                        dtype=params.policy.generation_dtype)
+        generator = CachedTurnGenerator(
+            model,
+            trainer.processing_class,
+            temperature=trainer.temperature,
+            top_k=trainer.top_k or 0,
+            top_p=trainer.top_p,
+            seed=trainer.args.seed,
+            dtype=params.policy.generation_dtype,
+        )
         if set(trainer.eos_token_ids) != generator.eos_token_ids:
-            raise ValueError(f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
-                             f"{sorted(generator.eos_token_ids)}: load the policy with slca.train.policy.load_policy")
+            raise ValueError(
+                f"TRL stops turns at {sorted(trainer.eos_token_ids)} but the chat format at "
+                f"{sorted(generator.eos_token_ids)}: load the policy with slca.train.policy.load_policy"
+            )
         trainer._slca_turn_generator = generator
     generator.calls = int(trainer.state.global_step)  # this step's sampling stream, also after a resume
     return generator
 
 
-def rollout_batch(generator: Any, tasks: Sequence[Mapping[str, Any]], params: Any, judge: Any,
-                  env: Any = None) -> list[Episode]:
+def rollout_batch(
+    generator: Any, tasks: Sequence[Mapping[str, Any]], params: Any, judge: Any, env: Any = None
+) -> list[Episode]:
     """One rollout per task row through the training path: training env, engine, scoring."""
     episodes = new_episodes(list(tasks), generator.tokenizer)
-    return run_episodes(generator, episodes=episodes, env_factory=env or training_env(params),
-                        max_turns=params.train.max_tool_turns,
-                        max_new_tokens=params.train.max_completion_length,
-                        reward_fn=reward_fn(params, judge))
+    return run_episodes(
+        generator,
+        episodes=episodes,
+        env_factory=env or training_env(params),
+        max_turns=params.train.max_tool_turns,
+        max_new_tokens=params.train.max_completion_length,
+        reward_fn=reward_fn(params, judge),
+    )
 
 
 def rollout_stats(episodes: Sequence[Episode], seconds: float) -> dict[str, float]:

@@ -20,8 +20,9 @@ class NoisyJudge:
         self.judge, self.std = judge, float(std)
         self.rng = random.Random(f"summary-noise-{seed}")
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str, **kwargs: Any
-              ) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str, **kwargs: Any
+    ) -> float:
         grade = float(self.judge.score(summary, tool_responses, reference, request, **kwargs))
         return min(1.0, max(0.0, grade + self.rng.gauss(0.0, self.std)))
 

@@ -80,16 +80,24 @@ def embedded_template(params: Any) -> str:
     schemas, as before the compact template), else `slca_compact`."""
     name = params.policy.chat_template or EMBEDDED_TEMPLATE
     if name not in EMBEDDED_CAPABLE:
-        raise PolicyError(f"policy.chat_template {name!r} cannot be the embedded policy's template (its tokenizer has "
-                          f"Qwen's control tokens); choose one of {list(EMBEDDED_CAPABLE)} or set policy.model_path")
+        raise PolicyError(
+            f"policy.chat_template {name!r} cannot be the embedded policy's template (its tokenizer has "
+            f"Qwen's control tokens); choose one of {list(EMBEDDED_CAPABLE)} or set policy.model_path"
+        )
     return template_spec(name).text
 
 
-def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
-                add_generation_prompt: bool = False, template: str = CHAT_TEMPLATE) -> str:
+def render_chat(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    template: str = CHAT_TEMPLATE,
+) -> str:
     """Render messages with the embedded template without needing a tokenizer (the tokenizer's corpus)."""
     rendered, _ = render_jinja_template(
-        [list(messages)], tools=list(tools) if tools else None, chat_template=template,
+        [list(messages)],
+        tools=list(tools) if tools else None,
+        chat_template=template,
         add_generation_prompt=add_generation_prompt,
     )
     return rendered[0]
@@ -107,8 +115,9 @@ def select_tasks(tasks: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[
     return [tasks[i] for i in order[:n]]
 
 
-def select_by_kind(tasks: Sequence[Mapping[str, Any]], n: int, seed: int,
-                   shares: Mapping[str, float] | None) -> list[Mapping[str, Any]]:
+def select_by_kind(
+    tasks: Sequence[Mapping[str, Any]], n: int, seed: int, shares: Mapping[str, float] | None
+) -> list[Mapping[str, Any]]:
     """n tasks in a seeded order: each kind named in `shares` exactly round(n * share) of them, the rest a
     seeded draw over the other kinds (`select_tasks` when shares is empty)."""
     if not shares:
@@ -119,8 +128,9 @@ def select_by_kind(tasks: Sequence[Mapping[str, Any]], n: int, seed: int,
         pool = [task for task in tasks if task.get("kind") == kind]
         want = round(n * shares[kind])
         if want > len(pool):
-            raise ValueError(f"sft.kind_shares: {kind} {shares[kind]} of {n} is {want} examples, the train "
-                             f"split has {len(pool)}")
+            raise ValueError(
+                f"sft.kind_shares: {kind} {shares[kind]} of {n} is {want} examples, the train split has {len(pool)}"
+            )
         chosen += rng.sample(pool, want)
     rest = [task for task in tasks if task.get("kind") not in shares]
     left = n - len(chosen)
@@ -141,8 +151,9 @@ def tokenizer_for_tasks(tasks: Sequence[Mapping[str, Any]], params: Any) -> PreT
     tiny, seed = params.policy.tiny, params.project.seed
     template = embedded_template(params)
     texts = corpus_texts(select_tasks(tasks, tiny.tokenizer_tasks, seed), template)
-    return train_tokenizer(texts, tiny.vocab_size, seed, whole_words=tool_names(tasks),
-                           pretokenizer=tiny.pretokenizer, template=template)
+    return train_tokenizer(
+        texts, tiny.vocab_size, seed, whole_words=tool_names(tasks), pretokenizer=tiny.pretokenizer, template=template
+    )
 
 
 def _strip_special(text: str) -> str:
@@ -161,13 +172,23 @@ WORDSP_PRETOKENIZE_REGEX = r"""\p{L}+|\p{N}|[^\s\p{L}\p{N}]+ ?|\s+"""
 #: as wordsp, but a run of digits is one piece (BPE merges common numbers): an id such as 10221 is a
 #: few distinctive tokens instead of five single digits that an induction head must tell apart
 WORDSN_PRETOKENIZE_REGEX = r"""\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+ ?|\s+"""
-PRETOKENIZE_REGEXES = {"qwen2": QWEN2_PRETOKENIZE_REGEX, "words": WORDS_PRETOKENIZE_REGEX,
-                       "wordsp": WORDSP_PRETOKENIZE_REGEX, "wordsn": WORDSN_PRETOKENIZE_REGEX}
+PRETOKENIZE_REGEXES = {
+    "qwen2": QWEN2_PRETOKENIZE_REGEX,
+    "words": WORDS_PRETOKENIZE_REGEX,
+    "wordsp": WORDSP_PRETOKENIZE_REGEX,
+    "wordsn": WORDSN_PRETOKENIZE_REGEX,
+}
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
-                    whole_words: Sequence[str] = (), pretokenizer: str = "qwen2",
-                    template: str = CHAT_TEMPLATE, tags: Sequence[str] = TOOL_TAGS) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    seed: int = 0,
+    whole_words: Sequence[str] = (),
+    pretokenizer: str = "qwen2",
+    template: str = CHAT_TEMPLATE,
+    tags: Sequence[str] = TOOL_TAGS,
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with Qwen2.5 control tokens and the compact chat template.
 
     `whole_words` (the corpus's tool names) become single tokens, so a tiny model can copy a
@@ -178,7 +199,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
     as in a pretrained vocabulary that lacks them.
     """
     if pretokenizer not in PRETOKENIZE_REGEXES:
-        raise PolicyError(f"policy.tiny.pretokenizer must be one of {sorted(PRETOKENIZE_REGEXES)}, not {pretokenizer!r}")
+        raise PolicyError(
+            f"policy.tiny.pretokenizer must be one of {sorted(PRETOKENIZE_REGEXES)}, not {pretokenizer!r}"
+        )
     corpus = sorted({_strip_special(text) for text in texts})
     if not corpus:
         raise PolicyError("tokenizer corpus is empty: synthesize the data first (data/train.jsonl)")
@@ -186,10 +209,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
     backend = Tokenizer(models.BPE(byte_fallback=False, fuse_unk=False))
     # Qwen2Tokenizer's normalizer; its pre-tokenizer or the words split (restored on reload by load_tokenizer)
     backend.normalizer = normalizers.NFC()
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEXES[pretokenizer]), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEXES[pretokenizer]), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -202,8 +227,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, seed: int = 0,
     # Tool tags stay visible in decoded text (as in Qwen2.5): single tokens, but not special
     if tags:
         backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in tags])
-    backend.add_tokens([AddedToken(word, special=False, normalized=False) for word in whole_words
-                        if word not in TOOL_TAGS])
+    backend.add_tokens(
+        [AddedToken(word, special=False, normalized=False) for word in whole_words if word not in TOOL_TAGS]
+    )
     return wrap_tokenizer(backend, template)
 
 
@@ -274,8 +300,9 @@ def _apply_lora(model: Any, lora: Any) -> Any:
     # starts any turn marker it adds from its text pieces' rows (`install_chat_template`).
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules="all-linear", task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules="all-linear", task_type="CAUSAL_LM"
+    )
     return get_peft_model(model, config)
 
 
@@ -307,8 +334,10 @@ def _adapter_base(path: Path) -> None:
     config = json.loads((path / "adapter_config.json").read_text(encoding="utf-8"))
     base = config.get("base_model_name_or_path")
     if not base or not Path(base).exists():
-        raise PolicyError(f"{path} is a LoRA adapter whose base model {base!r} is not found from {Path.cwd()}; "
-                          "slca saves merged models, so retrain or merge this adapter onto its base")
+        raise PolicyError(
+            f"{path} is a LoRA adapter whose base model {base!r} is not found from {Path.cwd()}; "
+            "slca saves merged models, so retrain or merge this adapter onto its base"
+        )
 
 
 def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
@@ -327,8 +356,9 @@ def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
             _adapter_base(path)
             from peft import AutoPeftModelForCausalLM
 
-            model = AutoPeftModelForCausalLM.from_pretrained(path, is_trainable=True, dtype=dtype,
-                                                             local_files_only=True)
+            model = AutoPeftModelForCausalLM.from_pretrained(
+                path, is_trainable=True, dtype=dtype, local_files_only=True
+            )
         else:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except (OSError, ValueError) as error:
@@ -344,8 +374,9 @@ def _load_pretrained(path: Path, policy: Any) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def load_policy(path_or_none: str | Path | None, params: Any,
-                tokenizer: PreTrainedTokenizerFast | None = None) -> tuple[Any, Any]:
+def load_policy(
+    path_or_none: str | Path | None, params: Any, tokenizer: PreTrainedTokenizerFast | None = None
+) -> tuple[Any, Any]:
     """(model, tokenizer): a saved/HF model at `path_or_none` (or `policy.model_path`), else the tiny model.
 
     The tiny model needs a tokenizer; without one it is trained on `<data.out_dir>/train.jsonl`.

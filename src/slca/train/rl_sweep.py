@@ -24,12 +24,24 @@ from slca.train.val_curve import CURVE_METRICS
 
 #: a configuration key that is not a param: the estimator its run trains (default slca)
 ESTIMATOR = "sweep.estimator"
-LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch", "process": "Process",
-          "r_sum": "R_sum", "no_call_accuracy": "No-call acc."}
+LABELS = {
+    "success": "Success",
+    "name_f1": "Name-F1",
+    "arg_match": "ArgMatch",
+    "process": "Process",
+    "r_sum": "R_sum",
+    "no_call_accuracy": "No-call acc.",
+}
 #: the RL knobs a row's "setting" column spells out, in this order
-KNOBS = {"train.learning_rate": "lr", "train.beta": "β", "train.num_generations": "G",
-         "train.prompts_per_step": "P", "train.temperature": "T", "train.max_tool_turns": "turns",
-         "train.max_steps": "steps"}
+KNOBS = {
+    "train.learning_rate": "lr",
+    "train.beta": "β",
+    "train.num_generations": "G",
+    "train.prompts_per_step": "P",
+    "train.temperature": "T",
+    "train.max_tool_turns": "turns",
+    "train.max_steps": "steps",
+}
 
 
 def run_params(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int) -> Params:
@@ -37,9 +49,17 @@ def run_params(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     knobs = {k: v for k, v in overrides.items() if k != ESTIMATOR}
     tuned = with_overrides(params, knobs, "RL sweep override")
     steps = tuned.train.max_steps
-    return with_overrides(tuned, {"train.out_dir": str(out_dir / name), "train.val_every": steps,
-                                  "train.val_tasks": n_val, "train.checkpoint_every": steps,
-                                  "train.sample_every": steps}, "RL sweep layout")
+    return with_overrides(
+        tuned,
+        {
+            "train.out_dir": str(out_dir / name),
+            "train.val_every": steps,
+            "train.val_tasks": n_val,
+            "train.checkpoint_every": steps,
+            "train.sample_every": steps,
+        },
+        "RL sweep layout",
+    )
 
 
 def curve_ends(history: Path) -> tuple[dict[str, float], dict[str, float], int]:
@@ -47,8 +67,10 @@ def curve_ends(history: Path) -> tuple[dict[str, float], dict[str, float], int]:
     rows = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines() if line.strip()]
     evaluated = sorted((row for row in rows if "val/success" in row), key=lambda row: row["step"])
     if len(evaluated) < 2 or evaluated[0]["step"] != 0:
-        raise ValueError(f"{history}: needs validation at step 0 and at a later step; found steps "
-                         f"{[row['step'] for row in evaluated]}")
+        raise ValueError(
+            f"{history}: needs validation at step 0 and at a later step; found steps "
+            f"{[row['step'] for row in evaluated]}"
+        )
 
     def pick(row: Mapping[str, Any]) -> dict[str, float]:
         return {m: float(row[f"val/{m}"]) for m in CURVE_METRICS if f"val/{m}" in row}
@@ -56,8 +78,9 @@ def curve_ends(history: Path) -> tuple[dict[str, float], dict[str, float], int]:
     return pick(evaluated[0]), pick(evaluated[-1]), int(evaluated[-1]["step"])
 
 
-def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
-               results: Path) -> dict[str, Any]:
+def run_config(
+    params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int, results: Path
+) -> dict[str, Any]:
     """Train one configuration (seed 0) and write `<results>/<name>.json`; returns that record."""
     from slca.train.train_stage import HISTORY_FILE, reward_curve, run_train
 
@@ -70,12 +93,20 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     start, end, step = curve_ends(folder / HISTORY_FILE)
     train = run.train
     record = {
-        "name": name, "estimator": estimator, "overrides": dict(overrides), "minutes": round(minutes, 2),
-        "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0), "n_val": n_val, "steps": step,
+        "name": name,
+        "estimator": estimator,
+        "overrides": dict(overrides),
+        "minutes": round(minutes, 2),
+        "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0),
+        "n_val": n_val,
+        "steps": step,
         "rollouts": step * train.prompts_per_step * train.num_generations,
         "setting": {label: _lookup(run, key) for key, label in KNOBS.items()},
-        "start": start, "end": end, "delta": {m: end[m] - start[m] for m in start if m in end},
-        **reward_curve(folder / HISTORY_FILE, window=10), "global_step": summary["global_step"],
+        "start": start,
+        "end": end,
+        "delta": {m: end[m] - start[m] for m in start if m in end},
+        **reward_curve(folder / HISTORY_FILE, window=10),
+        "global_step": summary["global_step"],
     }
     results.mkdir(parents=True, exist_ok=True)
     (results / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -95,40 +126,81 @@ def choose(results: Sequence[Mapping[str, Any]], metric: str = "success") -> Map
     """The configuration with the largest validation RL − SFT on `metric` (ties: Process, then fewer minutes)."""
     if not results:
         return None
-    return max(results, key=lambda r: (round(r["delta"].get(metric, 0.0), 6), round(r["delta"].get("process", 0.0), 6),
-                                       -r["minutes"]))
+    return max(
+        results,
+        key=lambda r: (round(r["delta"].get(metric, 0.0), 6), round(r["delta"].get("process", 0.0), 6), -r["minutes"]),
+    )
 
 
-def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None,
-             chosen: str | None = None) -> str:
+def markdown(
+    results: Sequence[Mapping[str, Any]],
+    command: str,
+    notes: Mapping[str, str] | None = None,
+    chosen: str | None = None,
+) -> str:
     """reports/rl_sweep.md: one row per configuration, RL − SFT start on validation."""
     notes = notes or {}
     metrics = [m for m in LABELS if any(m in r["delta"] for r in results)]
-    lines = ["# RL sweep: what each configuration added to the SFT start on validation", "",
-             f"Regenerated by `{command}` from `reports/rl_sweep/*.json`. Every row trains from the same SFT "
-             "checkpoint (`models/sft`, params.yaml's SFT settings) with seed 0 and is evaluated greedily on the "
-             "same first validation tasks at step 0 (the SFT start) and at its last step (never on test). "
-             "Cells are RL − SFT start; the start's own values are in the first table.", ""]
+    lines = [
+        "# RL sweep: what each configuration added to the SFT start on validation",
+        "",
+        (
+            f"Regenerated by `{command}` from `reports/rl_sweep/*.json`. Every row trains from the same SFT "
+            "checkpoint (`models/sft`, params.yaml's SFT settings) with seed 0 and is evaluated greedily on the "
+            "same first validation tasks at step 0 (the SFT start) and at its last step (never on test). "
+            "Cells are RL − SFT start; the start's own values are in the first table."
+        ),
+        "",
+    ]
     if not results:
         return "\n".join([*lines, "No configuration has been run yet.", ""])
     first = results[0]
-    lines += ["## SFT start (step 0, every row evaluates the same checkpoint)", "",
-              "| " + " | ".join(["validation tasks", *(LABELS[m] for m in metrics)]) + " |",
-              "|" + "---|" * (len(metrics) + 1),
-              "| " + " | ".join([str(first["n_val"]), *(f"{first['start'].get(m, 0.0):.3f}" for m in metrics)]) + " |",
-              "", "## RL − SFT start", ""]
-    head = ["config", "estimator", *KNOBS.values(), "rollouts", "minutes (threads)", "reward first → last 10",
-            *(f"Δ {LABELS[m]}" for m in metrics)]
+    lines += [
+        "## SFT start (step 0, every row evaluates the same checkpoint)",
+        "",
+        "| " + " | ".join(["validation tasks", *(LABELS[m] for m in metrics)]) + " |",
+        "|" + "---|" * (len(metrics) + 1),
+        "| " + " | ".join([str(first["n_val"]), *(f"{first['start'].get(m, 0.0):.3f}" for m in metrics)]) + " |",
+        "",
+        "## RL − SFT start",
+        "",
+    ]
+    head = [
+        "config",
+        "estimator",
+        *KNOBS.values(),
+        "rollouts",
+        "minutes (threads)",
+        "reward first → last 10",
+        *(f"Δ {LABELS[m]}" for m in metrics),
+    ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         mark = " (chosen)" if r["name"] == chosen else ""
-        reward = (f"{r['reward_first']:.3f} → {r['reward_last']:.3f}" if "reward_first" in r else "—")
-        lines.append("| " + " | ".join([f"{r['name']}{mark}", r["estimator"], *(str(r["setting"][k]) for k in KNOBS.values()),
-                                        str(r["rollouts"]), f"{r['minutes']:.1f} ({r['threads']})", reward,
-                                        *(_signed(r["delta"][m]) if m in r["delta"] else "—" for m in metrics)]) + " |")
+        reward = f"{r['reward_first']:.3f} → {r['reward_last']:.3f}" if "reward_first" in r else "—"
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"{r['name']}{mark}",
+                    r["estimator"],
+                    *(str(r["setting"][k]) for k in KNOBS.values()),
+                    str(r["rollouts"]),
+                    f"{r['minutes']:.1f} ({r['threads']})",
+                    reward,
+                    *(_signed(r["delta"][m]) if m in r["delta"] else "—" for m in metrics),
+                ]
+            )
+            + " |"
+        )
     starts = {json.dumps(r["start"], sort_keys=True) for r in results}
-    lines += ["", f"Every row's step-0 evaluation is {'identical' if len(starts) == 1 else 'NOT identical'} "
-              "(one SFT checkpoint, greedy decoding)."]
+    lines += [
+        "",
+        (
+            f"Every row's step-0 evaluation is {'identical' if len(starts) == 1 else 'NOT identical'} "
+            "(one SFT checkpoint, greedy decoding)."
+        ),
+    ]
     for name, note in notes.items():
         if any(r["name"] == name for r in results):
             lines.append(f"- **{name}**: {note}")

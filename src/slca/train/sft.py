@@ -54,8 +54,15 @@ def training_template(tokenizer: Any) -> str:
 
 def sft_example(task: Mapping[str, Any], tokenizer: Any, template: str) -> dict[str, list[int]]:
     """Token ids of a task's gold dialogue and its assistant mask (1 = trained token)."""
-    encoded = render(tokenizer, gold_conversation(task), task.get("tools"), chat_template=template,
-                     tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    encoded = render(
+        tokenizer,
+        gold_conversation(task),
+        task.get("tools"),
+        chat_template=template,
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
     return {"input_ids": list(encoded["input_ids"]), "assistant_masks": list(encoded["assistant_masks"])}
 
 
@@ -83,8 +90,11 @@ class MlflowLossCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         logs = logs or {}
-        metrics = {f"sft/{key}": float(value) for key, value in logs.items() if value is not None and key in
-                   ("loss", "learning_rate", "grad_norm", "mean_token_accuracy")}
+        metrics = {
+            f"sft/{key}": float(value)
+            for key, value in logs.items()
+            if value is not None and key in ("loss", "learning_rate", "grad_norm", "mean_token_accuracy")
+        }
         if "loss" in logs:
             self.losses.append(float(logs["loss"]))
         if metrics and _tracking_active():
@@ -189,11 +199,18 @@ def start_from_adapter(params: Any) -> tuple[Any, Any, dict[str, Any]]:
         raise PolicyError(f"sft.init_adapter {folder}: no {ADAPTER_INFO} (write adapters with `slca sft-adapter`)")
     info = json.loads(info_path.read_text(encoding="utf-8"))
     if info.get("base") != _adapter_source(params) or info.get("chat_template") != params.policy.chat_template:
-        raise PolicyError(f"sft.init_adapter {folder} was trained on {info.get('base')!r} with template "
-                          f"{info.get('chat_template')!r}, not on {_adapter_source(params)!r} with "
-                          f"{params.policy.chat_template!r}")
-    plain = params.model_copy(update={"policy": params.policy.model_copy(
-        update={"lora": params.policy.lora.model_copy(update={"enabled": False})})})
+        raise PolicyError(
+            f"sft.init_adapter {folder} was trained on {info.get('base')!r} with template "
+            f"{info.get('chat_template')!r}, not on {_adapter_source(params)!r} with "
+            f"{params.policy.chat_template!r}"
+        )
+    plain = params.model_copy(
+        update={
+            "policy": params.policy.model_copy(
+                update={"lora": params.policy.lora.model_copy(update={"enabled": False})}
+            )
+        }
+    )
     model, tokenizer = load_policy(None, plain)
     return PeftModel.from_pretrained(model, folder, is_trainable=True), tokenizer, info
 
@@ -211,17 +228,32 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
         if params.policy.model_path is None:
             tokenizer = tokenizer_for_tasks(tasks, params)
         model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
-    chosen = augment_tasks(select_by_kind(tasks, params.sft.n_examples, seed, params.sft.kind_shares),
-                           params.sft.copy_augment, seed)
+    chosen = augment_tasks(
+        select_by_kind(tasks, params.sft.n_examples, seed, params.sft.kind_shares), params.sft.copy_augment, seed
+    )
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
     loss_log = MlflowLossCallback()
     if params.sft.max_steps == 0:
-        return model, tokenizer, {"sft_steps": 0, "sft_examples": 0, "policy_parameters": count_parameters(model),
-                                  "vocab_size": len(tokenizer), "sft_seconds": round(time.perf_counter() - started, 2),
-                                  "init_adapter": adapter}
+        return (
+            model,
+            tokenizer,
+            {
+                "sft_steps": 0,
+                "sft_examples": 0,
+                "policy_parameters": count_parameters(model),
+                "vocab_size": len(tokenizer),
+                "sft_seconds": round(time.perf_counter() - started, 2),
+                "init_adapter": adapter,
+            },
+        )
     with tempfile.TemporaryDirectory(prefix="slca-sft-") as scratch, cpu_threads(cpu_thread_count(params)):
-        trainer = SFTTrainer(model=model, args=sft_config(params, scratch), train_dataset=dataset,
-                             processing_class=tokenizer, callbacks=[loss_log, *callbacks])
+        trainer = SFTTrainer(
+            model=model,
+            args=sft_config(params, scratch),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[loss_log, *callbacks],
+        )
         train_started = time.perf_counter()
         result = trainer.train()
         train_seconds = time.perf_counter() - train_started
@@ -229,7 +261,7 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
     per_example = sum(assistant) / len(assistant)
     seen = int(result.global_step) * params.sft.batch_size
     losses = loss_log.losses
-    tail = losses[-max(1, len(losses) // 10):] if losses else [float("nan")]
+    tail = losses[-max(1, len(losses) // 10) :] if losses else [float("nan")]
     metrics = {
         "sft_seconds": round(time.perf_counter() - started, 2),
         "sft_steps": int(result.global_step),
@@ -258,9 +290,14 @@ def save_adapter(model: Any, params: Any, out_dir: Path, metrics: Mapping[str, A
     for config in model.peft_config.values():
         config.base_model_name_or_path = _adapter_source(params)  # portable: not this machine's path
     stable, _ = split_volatile(metrics, SFT_VOLATILE)
-    info = {"base": _adapter_source(params), "chat_template": params.policy.chat_template,
-            "lora": params.policy.lora.model_dump(), "sft": params.sft.model_dump(), "seed": params.project.seed,
-            "metrics": stable}
+    info = {
+        "base": _adapter_source(params),
+        "chat_template": params.policy.chat_template,
+        "lora": params.policy.lora.model_dump(),
+        "sft": params.sft.model_dump(),
+        "seed": params.project.seed,
+        "metrics": stable,
+    }
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -279,7 +316,9 @@ def save_adapter(model: Any, params: Any, out_dir: Path, metrics: Mapping[str, A
 def run_sft_adapter(params: Any, out_dir: Path) -> dict:
     """`slca sft-adapter`: the warm-up of params.sft on data/train.jsonl, saved as a LoRA adapter only."""
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
-    with stage_run("sft-adapter", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}):
+    with stage_run(
+        "sft-adapter", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}
+    ):
         model, _, metrics = train_sft(params, tasks)
         save_adapter(model, params, Path(out_dir), metrics)
         log_metrics({key: value for key, value in metrics.items() if isinstance(value, (int, float))})

@@ -38,10 +38,18 @@ def smoke_tasks(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def smoke_params(args: argparse.Namespace, use_vllm: bool) -> Params:
-    train = {"max_steps": args.steps, "num_generations": args.generations, "prompts_per_step": args.prompts,
-             "max_completion_length": args.max_completion_length, "max_tool_turns": args.max_tool_turns,
-             "checkpoint_every": 10_000, "sample_every": 10_000, "use_vllm": use_vllm,
-             "vllm_mode": "colocate", "vllm_gpu_memory_utilization": args.vllm_memory}
+    train = {
+        "max_steps": args.steps,
+        "num_generations": args.generations,
+        "prompts_per_step": args.prompts,
+        "max_completion_length": args.max_completion_length,
+        "max_tool_turns": args.max_tool_turns,
+        "checkpoint_every": 10_000,
+        "sample_every": 10_000,
+        "use_vllm": use_vllm,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": args.vllm_memory,
+    }
     # a pretrained --model goes through the same chat-format checks as the pipeline (its own template,
     # or the one --chat-template installs), with LoRA as in the real profile
     policy = {"chat_template": args.chat_template, "lora": {"enabled": bool(args.model)}}
@@ -69,13 +77,25 @@ def vllm_available() -> bool:
 
 def single_process_env() -> None:
     """vLLM colocate expects a (one-process) distributed environment."""
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
-                       ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29517")):
+    for key, value in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29517"),
+    ):
         os.environ.setdefault(key, value)
 
 
-def run_estimator(params: Params, estimator: str, model_path: Path, tasks: list[dict[str, Any]],
-                  out: Path, max_model_len: int, device: str) -> dict[str, float]:
+def run_estimator(
+    params: Params,
+    estimator: str,
+    model_path: Path,
+    tasks: list[dict[str, Any]],
+    out: Path,
+    max_model_len: int,
+    device: str,
+) -> dict[str, float]:
     """Train `params.train.max_steps` steps; returns tokens/s, seconds per step and peak memory."""
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
     from slca.train.policy import load_policy
@@ -85,8 +105,14 @@ def run_estimator(params: Params, estimator: str, model_path: Path, tasks: list[
         overrides.update(use_cpu=True, bf16=False, gradient_checkpointing=False)
     args = grpo_config(params, estimator, 0, str(out / estimator), save=False, **overrides)
     model, tokenizer = load_policy(model_path, params)
-    trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
-                              train_dataset=task_dataset(tasks), processing_class=tokenizer)
+    trainer = SLCAGRPOTrainer(
+        model,
+        params=params,
+        estimator=estimator,
+        args=args,
+        train_dataset=task_dataset(tasks),
+        processing_class=tokenizer,
+    )
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
@@ -98,8 +124,12 @@ def run_estimator(params: Params, estimator: str, model_path: Path, tasks: list[
     del trainer, model
     if device == "cuda":
         torch.cuda.empty_cache()
-    return {"tokens_per_s": tokens / seconds, "s_per_step": seconds / params.train.max_steps,
-            "peak_gpu_mem_gib": peak, "reward_mean": sum(rewards) / max(len(rewards), 1)}
+    return {
+        "tokens_per_s": tokens / seconds,
+        "s_per_step": seconds / params.train.max_steps,
+        "peak_gpu_mem_gib": peak,
+        "reward_mean": sum(rewards) / max(len(rewards), 1),
+    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -115,8 +145,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-model-len", type=int, default=4096, help="vLLM context length")
     parser.add_argument("--vllm-memory", type=float, default=0.3, help="GPU memory share for vLLM colocate")
     parser.add_argument("--no-vllm", action="store_true", help="plain generate even when vllm is importable")
-    parser.add_argument("--chat-template", default=None,
-                        help="named template to install on --model (policy.chat_template: qwen2_5, slca_compact, gemma3_tools)")
+    parser.add_argument(
+        "--chat-template",
+        default=None,
+        help="named template to install on --model (policy.chat_template: qwen2_5, slca_compact, gemma3_tools)",
+    )
     return parser.parse_args(argv)
 
 
@@ -134,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="slca-smoke-") as tmp:
         model_path = Path(args.model) if args.model else tiny_policy(params, tasks, Path(tmp) / "policy")
         for estimator in [e.strip() for e in args.estimators.split(",") if e.strip()]:
-            results[estimator] = run_estimator(params, estimator, model_path, tasks, Path(tmp), args.max_model_len,
-                                               args.device)
+            results[estimator] = run_estimator(
+                params, estimator, model_path, tasks, Path(tmp), args.max_model_len, args.device
+            )
             r = results[estimator]
-            print(f"{estimator:>7}: {r['tokens_per_s']:9.1f} tokens/s  {r['s_per_step']:6.2f} s/step  "
-                  f"peak GPU memory {r['peak_gpu_mem_gib']:6.2f} GiB  mean reward {r['reward_mean']:+.3f}")
+            print(
+                f"{estimator:>7}: {r['tokens_per_s']:9.1f} tokens/s  {r['s_per_step']:6.2f} s/step  "
+                f"peak GPU memory {r['peak_gpu_mem_gib']:6.2f} GiB  mean reward {r['reward_mean']:+.3f}"
+            )
     print(json.dumps({"device": args.device, "vllm": use_vllm, "results": results}, sort_keys=True))
     return 0
 

@@ -24,11 +24,26 @@ from transformers import TrainerCallback
 
 from slca.config import Params, with_overrides
 
-METRICS = ("success", "name_f1", "arg_match", "arg_match_seen", "arg_match_heldout", "well_formed_calls", "process",
-           "no_call_accuracy")
-LABELS = {"success": "Success", "name_f1": "Name-F1", "arg_match": "ArgMatch", "arg_match_seen": "values seen",
-          "arg_match_heldout": "values held-out", "well_formed_calls": "Well-formed calls", "process": "Process",
-          "no_call_accuracy": "No-call acc."}
+METRICS = (
+    "success",
+    "name_f1",
+    "arg_match",
+    "arg_match_seen",
+    "arg_match_heldout",
+    "well_formed_calls",
+    "process",
+    "no_call_accuracy",
+)
+LABELS = {
+    "success": "Success",
+    "name_f1": "Name-F1",
+    "arg_match": "ArgMatch",
+    "arg_match_seen": "values seen",
+    "arg_match_heldout": "values held-out",
+    "well_formed_calls": "Well-formed calls",
+    "process": "Process",
+    "no_call_accuracy": "No-call acc.",
+}
 #: metrics older rows did not record (shown as "—")
 OPTIONAL = frozenset({"arg_match_seen", "arg_match_heldout"})
 
@@ -51,9 +66,14 @@ class CurvePoints(TrainerCallback):
     length would reach.
     """
 
-    def __init__(self, steps: Sequence[int], val: Sequence[Mapping[str, Any]], params: Params,
-                 seen_values: frozenset[str] | None = None) -> None:
-        self.steps, self.val, self.params = sorted(set(int(s) for s in steps)), list(val), params
+    def __init__(
+        self,
+        steps: Sequence[int],
+        val: Sequence[Mapping[str, Any]],
+        params: Params,
+        seen_values: frozenset[str] | None = None,
+    ) -> None:
+        self.steps, self.val, self.params = sorted({int(s) for s in steps}), list(val), params
         self.seen_values = seen_values
         self.points: list[dict[str, Any]] = []
         self.eval_seconds = 0.0
@@ -62,8 +82,9 @@ class CurvePoints(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         self.started = time.perf_counter()
 
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, processing_class: Any = None,
-                    **_: Any) -> None:
+    def on_step_end(
+        self, args: Any, state: Any, control: Any, model: Any = None, processing_class: Any = None, **_: Any
+    ) -> None:
         step = int(state.global_step)
         if step not in self.steps or step >= state.max_steps:  # the final point is the run's own evaluation
             return
@@ -73,8 +94,9 @@ class CurvePoints(TrainerCallback):
         minutes = (began - self.started - self.eval_seconds) / 60
         metrics = evaluate_live(model, processing_class, self.val, self.params, self.seen_values)
         self.eval_seconds += time.perf_counter() - began
-        self.points.append({"step": step, "sft_minutes": round(minutes, 2),
-                            "val": {key: metrics.get(key, 0.0) for key in METRICS}})
+        self.points.append(
+            {"step": step, "sft_minutes": round(minutes, 2), "val": {key: metrics.get(key, 0.0) for key in METRICS}}
+        )
 
 
 def sweep_data(params: Params, overrides: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -96,8 +118,9 @@ def sweep_data(params: Params, overrides: Mapping[str, Any], out_dir: Path) -> d
     return moved
 
 
-def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int,
-               results_dir: Path) -> dict[str, Any]:
+def run_config(
+    params: Params, name: str, overrides: Mapping[str, Any], out_dir: Path, n_val: int, results_dir: Path
+) -> dict[str, Any]:
     """SFT under one configuration (model in `<out_dir>/<name>`), then its validation metrics,
     written to `<results_dir>/<name>.json`. `sweep.eval_at: [steps]` adds curve points along the run.
     Value accuracy is split into values seen in the configuration's train split and held-out ones."""
@@ -119,21 +142,30 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
     save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
     started = time.perf_counter()
     with cpu_threads(params.sft.threads):  # a run alone on both cores evaluates on both
-        evaluation = evaluate_policy(model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}),
-                                     seen_values=seen)
+        evaluation = evaluate_policy(
+            model, tokenizer, val, apply_overrides(params, {"eval.n_test": n_val}), seen_values=seen
+        )
     val_metrics = {key: evaluation["metrics"].get(key, 0.0) for key in (*METRICS, "n", "values_seen", "values_heldout")}
     default = EMBEDDED_TEMPLATE if params.policy.model_path is None else "own"
     prompts = params.policy.chat_template or default
     if params.policy.model_path is not None:  # a pretrained policy: its own table
         prompts = f"{Path(params.policy.base_gguf or params.policy.model_path).stem}: {prompts}"
-    result = {"name": name, "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
-              "prompts": prompts,
-              "sft": sft_metrics, "sft_minutes": round(sft_seconds / 60, 2),
-              "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
-              "val": val_metrics, "per_kind": evaluation["per_kind"]}
+    result = {
+        "name": name,
+        "overrides": {**overrides, **({EVAL_AT: list(eval_at)} if eval_at else {})},
+        "prompts": prompts,
+        "sft": sft_metrics,
+        "sft_minutes": round(sft_seconds / 60, 2),
+        "eval_seconds": round(time.perf_counter() - started + curve.eval_seconds, 1),
+        "val": val_metrics,
+        "per_kind": evaluation["per_kind"],
+    }
     if eval_at:
-        final = {"step": int(sft_metrics["sft_steps"]), "sft_minutes": result["sft_minutes"],
-                 "val": {key: val_metrics[key] for key in METRICS}}
+        final = {
+            "step": int(sft_metrics["sft_steps"]),
+            "sft_minutes": result["sft_minutes"],
+            "val": {key: val_metrics[key] for key in METRICS},
+        }
         result["curve"] = [*curve.points, final]
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / f"{name}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
@@ -143,8 +175,10 @@ def run_config(params: Params, name: str, overrides: Mapping[str, Any], out_dir:
 def changes(first: Mapping[str, Any], overrides: Mapping[str, Any]) -> str:
     """The overrides that differ from the first configuration's, `key=value`, short keys."""
     diff = {k: v for k, v in overrides.items() if first.get(k) != v}
-    return ", ".join(f"{k.split('.', 1)[1] if k.startswith(('policy.', 'sft.')) else k}={v}"
-                     for k, v in diff.items()) or "—"
+    return (
+        ", ".join(f"{k.split('.', 1)[1] if k.startswith(('policy.', 'sft.')) else k}={v}" for k, v in diff.items())
+        or "—"
+    )
 
 
 def cell(values: Mapping[str, Any], metric: str) -> str:
@@ -155,10 +189,13 @@ def cell(values: Mapping[str, Any], metric: str) -> str:
 
 
 #: how each prompt format reads, for the section headings
-PROMPT_TITLES = {"qwen2_5": "Tools as JSON schemas (the Qwen2.5 template)",
-                 "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)",
-                 "SmolLM2-135M-Instruct.Q4_1: slca_compact":
-                     "SmolLM2-135M-Instruct (pretrained, LoRA r 16, compact tools with the call tags as text)"}
+PROMPT_TITLES = {
+    "qwen2_5": "Tools as JSON schemas (the Qwen2.5 template)",
+    "slca_compact": "Compact tools (the slca_compact template: one typed line per tool)",
+    "SmolLM2-135M-Instruct.Q4_1: slca_compact": (
+        "SmolLM2-135M-Instruct (pretrained, LoRA r 16, compact tools with the call tags as text)"
+    ),
+}
 
 
 def prompts_of(result: Mapping[str, Any]) -> str:
@@ -167,18 +204,35 @@ def prompts_of(result: Mapping[str, Any]) -> str:
 
 
 def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    head = ["config", "changes vs the first row", "SFT min", "params", "vocab", "examples (dropped)", "final loss",
-            *(LABELS[m] for m in METRICS)]
+    head = [
+        "config",
+        "changes vs the first row",
+        "SFT min",
+        "params",
+        "vocab",
+        "examples (dropped)",
+        "final loss",
+        *(LABELS[m] for m in METRICS),
+    ]
     first = rows[0]["overrides"]
-    lines = [f"First row: {rows[0]['name']} ({', '.join(f'{k}={v}' for k, v in first.items())}).", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"First row: {rows[0]['name']} ({', '.join(f'{k}={v}' for k, v in first.items())}).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for r in rows:
         sft = r["sft"]
-        cells = [r["name"], changes(first, r["overrides"]) if r is not rows[0] else "—",
-                 f"{r['sft_minutes']:.1f}", f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
-                 str(sft.get("vocab_size", "?")),
-                 f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})", f"{sft['sft_final_loss']:.3f}",
-                 *(cell(r["val"], m) for m in METRICS)]
+        cells = [
+            r["name"],
+            changes(first, r["overrides"]) if r is not rows[0] else "—",
+            f"{r['sft_minutes']:.1f}",
+            f"{sft.get('policy_parameters', 0) / 1e6:.2f} M",
+            str(sft.get("vocab_size", "?")),
+            f"{sft['sft_examples']} ({sft['sft_dropped_too_long']})",
+            f"{sft['sft_final_loss']:.3f}",
+            *(cell(r["val"], m) for m in METRICS),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -186,16 +240,27 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[str, str] | None = None) -> str:
     """The report: one table per prompt format (in the order first run), notes, plot, curves along a run."""
     n_val = int(results[0]["val"].get("n", 0)) if results else 0
-    lines = ["# SFT sweep", "",
-             f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
-             f"{n_val} validation tasks with the real executors. *values seen* / *values held-out*: the share "
-             f"of gold argument values a call of the same tool wrote, for values that occur as an argument in "
-             f"the configuration's train split and for values that do not (rows from before this split show "
-             f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
-             f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
-             f"Regenerate with `{command}`.", ""]
+    lines = [
+        "# SFT sweep",
+        "",
+        (
+            f"Every configuration run, in the order listed; each SFT-only policy evaluated greedily on "
+            f"{n_val} validation tasks with the real executors. *values seen* / *values held-out*: the share "
+            f"of gold argument values a call of the same tool wrote, for values that occur as an argument in "
+            f"the configuration's train split and for values that do not (rows from before this split show "
+            f"\u2014). JSON-schema rows ran two at a time on the 2 cores, one torch thread each, unless their "
+            f"changes say threads=2 (alone on both cores); compact rows ran one at a time on both cores. "
+            f"Regenerate with `{command}`."
+        ),
+        "",
+    ]
     for prompts in dict.fromkeys(prompts_of(r) for r in results):
-        lines += [f"## {PROMPT_TITLES.get(prompts, prompts)}", "", *_table([r for r in results if prompts_of(r) == prompts]), ""]
+        lines += [
+            f"## {PROMPT_TITLES.get(prompts, prompts)}",
+            "",
+            *_table([r for r in results if prompts_of(r) == prompts]),
+            "",
+        ]
     shown = [(r["name"], (notes or {}).get(r["name"])) for r in results]
     if any(note for _, note in shown):
         lines += ["Notes:", ""] + [f"- {name}: {note}" for name, note in shown if note] + [""]
@@ -203,14 +268,22 @@ def markdown(results: Sequence[Mapping[str, Any]], command: str, notes: Mapping[
     for r in results:
         if not r.get("curve"):
             continue
-        lines += [f"## Along one run: {r['name']}", "",
-                  "The live policy evaluated on the same validation tasks at these steps of the one run (the "
-                  "cosine schedule has not annealed at an intermediate point, so it understates a run of that "
-                  "length); SFT minutes exclude the evaluations.", "",
-                  "| step | SFT min | " + " | ".join(LABELS[m] for m in METRICS) + " |",
-                  "|" + "---|" * (2 + len(METRICS))]
-        lines += [f"| {p['step']} | {p['sft_minutes']:.1f} | " + " | ".join(cell(p["val"], m) for m in METRICS) + " |"
-                  for p in r["curve"]]
+        lines += [
+            f"## Along one run: {r['name']}",
+            "",
+            (
+                "The live policy evaluated on the same validation tasks at these steps of the one run (the "
+                "cosine schedule has not annealed at an intermediate point, so it understates a run of that "
+                "length); SFT minutes exclude the evaluations."
+            ),
+            "",
+            "| step | SFT min | " + " | ".join(LABELS[m] for m in METRICS) + " |",
+            "|" + "---|" * (2 + len(METRICS)),
+        ]
+        lines += [
+            f"| {p['step']} | {p['sft_minutes']:.1f} | " + " | ".join(cell(p["val"], m) for m in METRICS) + " |"
+            for p in r["curve"]
+        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -229,11 +302,21 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> Path:
                 continue
             marker = "^" if prompts_of(r) == "slca_compact" else "o"
             if r.get("curve"):  # checkpoints along one run, joined
-                ax.plot([p["sft_minutes"] for p in r["curve"]], [p["val"].get(metric, 0.0) for p in r["curve"]],
-                        marker=".", linewidth=1, alpha=0.7)
+                ax.plot(
+                    [p["sft_minutes"] for p in r["curve"]],
+                    [p["val"].get(metric, 0.0) for p in r["curve"]],
+                    marker=".",
+                    linewidth=1,
+                    alpha=0.7,
+                )
             ax.scatter(r["sft_minutes"], r["val"].get(metric, 0.0), marker=marker)
-            ax.annotate(r["name"], (r["sft_minutes"], r["val"].get(metric, 0.0)), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                r["name"],
+                (r["sft_minutes"], r["val"].get(metric, 0.0)),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
         ax.set_xlabel("SFT minutes (2-core CPU; ^ compact prompts, o JSON)")
         ax.set_title(LABELS[metric])
         ax.set_ylim(-0.05, 1.05)

@@ -46,8 +46,15 @@ METRICS_FILE = "metrics.json"
 CHECKPOINTS = "checkpoints"
 IDENTITY_FILE = "run_identity.json"
 # train knobs that do not change what a run computes, only where it goes and what is kept or sampled
-IDENTITY_EXEMPT = ("out_dir", "estimators", "seeds", "checkpoint_every", "keep_checkpoints", "sample_every",
-                   "sample_rollouts")
+IDENTITY_EXEMPT = (
+    "out_dir",
+    "estimators",
+    "seeds",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "sample_every",
+    "sample_rollouts",
+)
 
 
 def run_dir(params: Params, estimator: str, seed: int) -> Path:
@@ -63,8 +70,11 @@ def latest_checkpoint(checkpoints: Path) -> Path | None:
 
 def numeric(logs: dict[str, Any]) -> dict[str, float]:
     """The finite numbers of a TRL log line."""
-    return {k: float(v) for k, v in logs.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
+    return {
+        k: float(v)
+        for k, v in logs.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
 
 
 class StepLogger(TrainerCallback):
@@ -126,8 +136,10 @@ def history_rows(history: Path) -> list[dict[str, Any]]:
             if index == len(lines) - 1:
                 print(f"train: {history}: dropped a torn last line {number}", file=sys.stderr)
                 break
-            raise RunStateError(f"{history}: line {number} is not JSON ({error.msg}); delete that line "
-                                "or the run dir to start the run over") from None
+            raise RunStateError(
+                f"{history}: line {number} is not JSON ({error.msg}); delete that line "
+                "or the run dir to start the run over"
+            ) from None
     return rows
 
 
@@ -180,15 +192,18 @@ def run_identity(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     calibrated = params.simulator.calibrated_knobs
     sft = Path(params.sft.out_dir)
     return {
-        "estimator": estimator, "seed": seed,
+        "estimator": estimator,
+        "seed": seed,
         "train": {k: v for k, v in params.train.model_dump(mode="json").items() if k not in IDENTITY_EXEMPT},
         "policy": params.policy.model_dump(mode="json"),
         "credit": params.credit.model_dump(mode="json"),
         "rewards": params.rewards.model_dump(mode="json"),
         "simulator": params.simulator.model_dump(mode="json"),
         "simulator_knobs": load_calibrated_knobs(calibrated, params.simulator) if calibrated else None,
-        "sft_checkpoint": {"path": str(sft),  # as configured: the same run in another checkout is the same run
-                           "sha256": files_digest(sorted(p for p in sft.glob("[!.]*") if p.is_file()))},
+        "sft_checkpoint": {
+            "path": str(sft),  # as configured: the same run in another checkout is the same run
+            "sha256": files_digest(sorted(p for p in sft.glob("[!.]*") if p.is_file())),
+        },
         "train_data_sha256": files_digest([Path(params.data.out_dir) / "train.jsonl"]),
     }
 
@@ -219,8 +234,13 @@ def resume_point(folder: Path, identity: dict[str, Any]) -> Path | None:
     stored = stored_identity(folder)
     if stored.get("sha256") != identity_hash(identity):
         changed = changed_keys(stored.get("identity", {}), identity) if stored else ["no identity recorded"]
-        print(f"train: {folder} holds {checkpoint.name} of a run with other params "
-              f"({', '.join(changed[:6])}); starting fresh", file=sys.stderr)
+        print(
+            (
+                f"train: {folder} holds {checkpoint.name} of a run with other params "
+                f"({', '.join(changed[:6])}); starting fresh"
+            ),
+            file=sys.stderr,
+        )
         return None
     print(f"train: resuming {folder} from {checkpoint.name}", file=sys.stderr)
     return checkpoint
@@ -260,8 +280,7 @@ def load_train_tasks(params: Params) -> list[dict[str, Any]]:
     return read_tasks(Path(params.data.out_dir) / "train.jsonl")
 
 
-def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callbacks: list,
-                  sample_sink: Any) -> Any:
+def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callbacks: list, sample_sink: Any) -> Any:
     """The SLCA-GRPO trainer on the SFT policy, checkpointing under `folder/checkpoints`."""
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
     from slca.train.policy import load_policy
@@ -273,12 +292,20 @@ def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callb
         from slca.train.policy import read_tasks
         from slca.train.val_curve import ValidationCurve
 
-        curve = ValidationCurve(read_tasks(Path(params.data.out_dir) / "val.jsonl", limit=params.train.val_tasks),
-                                params)
+        curve = ValidationCurve(
+            read_tasks(Path(params.data.out_dir) / "val.jsonl", limit=params.train.val_tasks), params
+        )
         callbacks = [curve, *callbacks]  # first, so its numbers join the step's log line before it is written
-    trainer = SLCAGRPOTrainer(model, params=params, estimator=estimator, args=args,
-                              train_dataset=task_dataset(load_train_tasks(params)), processing_class=tokenizer,
-                              sample_sink=sample_sink, callbacks=callbacks)
+    trainer = SLCAGRPOTrainer(
+        model,
+        params=params,
+        estimator=estimator,
+        args=args,
+        train_dataset=task_dataset(load_train_tasks(params)),
+        processing_class=tokenizer,
+        sample_sink=sample_sink,
+        callbacks=callbacks,
+    )
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(QuietProgress())
     if curve is not None:
@@ -316,27 +343,47 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     if main_process and checkpoint is not None:
         trim_history(folder / HISTORY_FILE, int(checkpoint.name.split("-")[-1]))
     run_id = previous_run_id(folder) if checkpoint else None
-    logged = {"estimator": estimator, "seed": seed, "train": params.train.model_dump(mode="json"),
-              "credit": params.credit.model_dump(mode="json"), "run_identity": identity_hash(identity)}
-    tracking = (stage_run("train", params, run_id=run_id, log_params=None if run_id else logged)
-                if main_process else contextlib.nullcontext())
+    logged = {
+        "estimator": estimator,
+        "seed": seed,
+        "train": params.train.model_dump(mode="json"),
+        "credit": params.credit.model_dump(mode="json"),
+        "run_identity": identity_hash(identity),
+    }
+    tracking = (
+        stage_run("train", params, run_id=run_id, log_params=None if run_id else logged)
+        if main_process
+        else contextlib.nullcontext()
+    )
     with tracking as run:
         if main_process:
             update_runinfo(folder, mlflow_run_id=run.info.run_id)
-            mlflow.set_tags({"mlflow.runName": f"train-{estimator}-s{seed}", "slca.estimator": estimator,
-                             "slca.seed": str(seed)})
-        trainer = build_trainer(params, estimator, seed, folder, [StepLogger(folder / HISTORY_FILE)],
-                                SampleWriter(folder / "samples") if main_process else None)
+            mlflow.set_tags(
+                {"mlflow.runName": f"train-{estimator}-s{seed}", "slca.estimator": estimator, "slca.seed": str(seed)}
+            )
+        trainer = build_trainer(
+            params,
+            estimator,
+            seed,
+            folder,
+            [StepLogger(folder / HISTORY_FILE)],
+            SampleWriter(folder / "samples") if main_process else None,
+        )
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         save_policy(trainer, folder)
-        summary = {"estimator": estimator, "seed": seed, "global_step": int(trainer.state.global_step),
-                   "resumed_from": checkpoint.name if checkpoint else None,
-                   "train_runtime_s": float(result.metrics.get("train_runtime", 0.0)),
-                   **reward_curve(folder / HISTORY_FILE)}
+        summary = {
+            "estimator": estimator,
+            "seed": seed,
+            "global_step": int(trainer.state.global_step),
+            "resumed_from": checkpoint.name if checkpoint else None,
+            "train_runtime_s": float(result.metrics.get("train_runtime", 0.0)),
+            **reward_curve(folder / HISTORY_FILE),
+        }
         if main_process:
             trainer.processing_class.save_pretrained(str(folder))
-            mlflow.log_metrics({k: float(v) for k, v in summary.items()
-                                if isinstance(v, (int, float)) and k not in ("seed",)})
+            mlflow.log_metrics(
+                {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and k not in ("seed",)}
+            )
             log_json(summary, "train_metrics.json")
             if not params.train.keep_checkpoints:
                 shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)

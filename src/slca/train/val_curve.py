@@ -21,8 +21,13 @@ from transformers import TrainerCallback
 CURVE_METRICS = ("success", "name_f1", "arg_match", "process", "r_sum", "no_call_accuracy")
 
 
-def evaluate_live(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]], params: Any,
-                  seen_values: frozenset[str] | None = None) -> dict[str, Any]:
+def evaluate_live(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Mapping[str, Any]],
+    params: Any,
+    seen_values: frozenset[str] | None = None,
+) -> dict[str, Any]:
     """In-domain metrics of a policy in training, greedy, on these tasks; its train/eval mode is restored."""
     from slca.rollout.evaluation import evaluate_policy
 
@@ -30,8 +35,13 @@ def evaluate_live(model: Any, tokenizer: Any, tasks: Sequence[Mapping[str, Any]]
     model.eval()
     try:
         with torch.no_grad():
-            result = evaluate_policy(model, tokenizer, list(tasks), params.model_copy(
-                update={"eval": params.eval.model_copy(update={"n_test": len(tasks), "pass_k": 1})}), seen_values=seen_values)
+            result = evaluate_policy(
+                model,
+                tokenizer,
+                list(tasks),
+                params.model_copy(update={"eval": params.eval.model_copy(update={"n_test": len(tasks), "pass_k": 1})}),
+                seen_values=seen_values,
+            )
     finally:
         model.train(was_training)
     return result["metrics"]

@@ -24,10 +24,16 @@ if _OUT and _STAGE:
         if package is None:
             return
         src = os.path.dirname(os.path.dirname(os.path.abspath(package.__file__)))
-        files = {getattr(module, "__file__", None) for name, module in list(sys.modules.items())
-                 if name == "slca" or name.startswith("slca.")} | _opened
-        used = sorted("src/" + os.path.relpath(path, src).replace(os.sep, "/") for path in files
-                      if path and os.path.abspath(path).startswith(src + os.sep) and not path.endswith(".pyc"))
+        files = {
+            getattr(module, "__file__", None)
+            for name, module in list(sys.modules.items())
+            if name == "slca" or name.startswith("slca.")
+        } | _opened
+        used = sorted(
+            "src/" + os.path.relpath(path, src).replace(os.sep, "/")
+            for path in files
+            if path and os.path.abspath(path).startswith(src + os.sep) and not path.endswith(".pyc")
+        )
         with open(_OUT, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"stage": _STAGE, "files": used}) + "\n")
 

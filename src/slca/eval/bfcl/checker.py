@@ -13,8 +13,14 @@ from typing import Any
 from slca.eval.bfcl.converters import JAVA_TYPES, JS_TYPES, java_value, js_value
 
 PYTHON_TYPES: dict[str, type] = {
-    "string": str, "integer": int, "float": float, "boolean": bool,
-    "array": list, "tuple": list, "dict": dict, "any": str,
+    "string": str,
+    "integer": int,
+    "float": float,
+    "boolean": bool,
+    "array": list,
+    "tuple": list,
+    "dict": dict,
+    "any": str,
 }
 PYTHON_NESTED_TYPES = ("array", "tuple")
 CONVERTED_NESTED_TYPES = ("Array", "ArrayList", "array")
@@ -59,7 +65,9 @@ def answer_type(possible: list[Any]) -> type | None:
 # ---------------------------------------------------------------- value checks
 
 
-def type_check(param: str, value: Any, possible: list[Any], expected_name: str, expected: type, nested: type | None) -> Result:
+def type_check(
+    param: str, value: Any, possible: list[Any], expected_name: str, expected: type, nested: type | None
+) -> Result:
     """Type check with one level of nesting; a value of the answers' own type is a "variable"."""
     first_type = answer_type(possible)
     is_variable = first_type is not None and first_type != expected
@@ -73,29 +81,37 @@ def type_check(param: str, value: Any, possible: list[Any], expected_name: str, 
                 type_check(param, item, candidate, str(nested), nested, None)["valid"] for item in value
             ):
                 return {"valid": True, "error": [], "is_variable": is_variable}
-        message = (f"Nested type checking failed for parameter {param!r}. Expected outer type {expected_name} "
-                   f"with inner type {nested}. Parameter value: {value!r}.")
+        message = (
+            f"Nested type checking failed for parameter {param!r}. Expected outer type {expected_name} "
+            f"with inner type {nested}. Parameter value: {value!r}."
+        )
         result = {"valid": False, "is_variable": False, "error_type": "type_error:nested", "error": [message]}
     if first_type is not None and type(value) is first_type:
         result["is_variable"] = True
         return result
     result["valid"] = False
-    result["error"].append(f"Incorrect type for parameter {param!r}. Expected type {expected_name}, "
-                           f"got {type(value).__name__}. Parameter value: {value!r}.")
+    result["error"].append(
+        f"Incorrect type for parameter {param!r}. Expected type {expected_name}, "
+        f"got {type(value).__name__}. Parameter value: {value!r}."
+    )
     result["error_type"] = "type_error:simple"
     return result
 
 
 def string_check(param: str, value: str, possible: list[Any]) -> Result:
     if standardize_string(value) not in [standardize_string(p) for p in possible if type(p) is str]:
-        return fail("value_error:string", f"Invalid value for parameter {param!r}: {value!r}. "
-                    f"Expected one of {possible}. Case insensitive.")
+        return fail(
+            "value_error:string",
+            (f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}. Case insensitive."),
+        )
     return ok()
 
 
 def list_check(param: str, value: list[Any], possible: list[Any]) -> Result:
     if _standardized(list(value)) not in [_standardized(candidate) for candidate in possible]:
-        return fail("value_error:list/tuple", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}.")
+        return fail(
+            "value_error:list/tuple", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}."
+        )
     return ok()
 
 
@@ -118,7 +134,9 @@ def _dict_against(value: dict[Any, Any], candidate: dict[str, list[Any]]) -> Res
             return fail("value_error:dict_key", f"Unexpected dict key parameter: '{key}'.")
         allowed = _standardized(candidate[key])
         if (standardize_string(item) if type(item) is str else item) not in allowed:
-            return fail("value_error:dict_value", f"Invalid value for parameter {key!r}: {item!r}. Expected one of {allowed}.")
+            return fail(
+                "value_error:dict_value", f"Invalid value for parameter {key!r}: {item!r}. Expected one of {allowed}."
+            )
     for key, allowed in candidate.items():
         if key not in value and "" not in allowed:
             return fail("value_error:dict_key", f"Missing dict key parameter: '{key}'.")
@@ -145,7 +163,9 @@ def list_dict_check(param: str, value: list[Any], possible: list[Any]) -> Result
 # ---------------------------------------------------------------- call checks
 
 
-def _converted_value(param: str, value: Any, details: dict[str, Any], language: str) -> tuple[Any, type, type | None, Result | None]:
+def _converted_value(
+    param: str, value: Any, details: dict[str, Any], language: str
+) -> tuple[Any, type, type | None, Result | None]:
     """(value, expected type, nested type, type error) after the language's conversion step."""
     declared = details["type"]
     if language == "Python":
@@ -154,16 +174,27 @@ def _converted_value(param: str, value: Any, details: dict[str, Any], language: 
     types, convert, tag = (JAVA_TYPES, java_value, "java") if language == "Java" else (JS_TYPES, js_value, "js")
     expected = types[declared]
     if type(value) is not str:
-        return value, expected, None, fail(f"type_error:{tag}", f"Incorrect type for parameter {param!r}. Expected type String, "
-                                           f"got {type(value).__name__}. Parameter value: {value!r}.")
+        return (
+            value,
+            expected,
+            None,
+            fail(
+                f"type_error:{tag}",
+                (
+                    f"Incorrect type for parameter {param!r}. Expected type String, "
+                    f"got {type(value).__name__}. Parameter value: {value!r}."
+                ),
+            ),
+        )
     if declared in CONVERTED_NESTED_TYPES:
         item_type = details["items"]["type"]
         return convert(value, declared, item_type), expected, types[item_type], None
     return convert(value, declared), expected, None, None
 
 
-def simple_function_check(description: dict[str, Any], call: dict[str, Any], answer: dict[str, Any],
-                          language: str, underscore_to_dot: bool) -> Result:
+def simple_function_check(
+    description: dict[str, Any], call: dict[str, Any], answer: dict[str, Any], language: str, underscore_to_dot: bool
+) -> Result:
     """Check one decoded call against one possible answer `{name: {param: [allowed values]}}`."""
     possible = next(iter(answer.values()))
     properties = description["parameters"]["properties"]
@@ -193,12 +224,16 @@ def simple_function_check(description: dict[str, Any], call: dict[str, Any], ans
             return result
     for param in possible:
         if param not in arguments and "" not in possible[param]:
-            return fail("simple_function_checker:missing_optional",
-                        f"Optional parameter {param!r} not provided and not marked as optional.")
+            return fail(
+                "simple_function_checker:missing_optional",
+                f"Optional parameter {param!r} not provided and not marked as optional.",
+            )
     return {"valid": True, "error": []}
 
 
-def _value_check(param: str, value: Any, allowed: list[Any], expected: type, nested: type | None, is_variable: bool) -> Result:
+def _value_check(
+    param: str, value: Any, allowed: list[Any], expected: type, nested: type | None, is_variable: bool
+) -> Result:
     if not is_variable:
         if expected is dict:
             return dict_check(param, value, allowed)
@@ -209,12 +244,19 @@ def _value_check(param: str, value: Any, allowed: list[Any], expected: type, nes
         if expected is list:
             return list_check(param, value, allowed)
     if value not in allowed:
-        return fail("value_error:others", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {allowed}.")
+        return fail(
+            "value_error:others", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {allowed}."
+        )
     return ok()
 
 
-def parallel_no_order_check(functions: list[dict[str, Any]], calls: list[dict[str, Any]], answers: list[dict[str, Any]],
-                            language: str, underscore_to_dot: bool) -> Result:
+def parallel_no_order_check(
+    functions: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    language: str,
+    underscore_to_dot: bool,
+) -> Result:
     """Each possible answer must match a distinct call; order does not matter (greedy, as BFCL)."""
     if len(calls) != len(answers):
         return fail("parallel_function_checker_no_order:wrong_count", "Wrong number of functions.")
@@ -231,14 +273,23 @@ def parallel_no_order_check(functions: list[dict[str, Any]], calls: list[dict[st
                 break
         if result is not None and not result["valid"]:
             remaining = [i for i in range(len(calls)) if i not in matched]
-            return fail("parallel_function_checker_no_order:cannot_find_match",
-                        f"Could not find a matching function among index {remaining} of model output "
-                        f"for index {answer_index} of possible answers.")
+            return fail(
+                "parallel_function_checker_no_order:cannot_find_match",
+                (
+                    f"Could not find a matching function among index {remaining} of model output "
+                    f"for index {answer_index} of possible answers."
+                ),
+            )
     return {"valid": True, "error": []}
 
 
-def multiple_check(functions: list[dict[str, Any]], calls: list[dict[str, Any]], answers: list[dict[str, Any]],
-                   language: str, underscore_to_dot: bool) -> Result:
+def multiple_check(
+    functions: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    language: str,
+    underscore_to_dot: bool,
+) -> Result:
     """One call expected among several offered functions."""
     if len(calls) != len(answers):
         return fail("multiple_function_checker:wrong_count", "Wrong number of functions.")
@@ -246,8 +297,14 @@ def multiple_check(functions: list[dict[str, Any]], calls: list[dict[str, Any]],
     return simple_function_check(description, calls[0], answers[0], language, underscore_to_dot)  # type: ignore[arg-type]
 
 
-def ast_check(functions: list[dict[str, Any]], calls: list[dict[str, Any]], answers: list[dict[str, Any]],
-              language: str, category: str, underscore_to_dot: bool = False) -> Result:
+def ast_check(
+    functions: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    language: str,
+    category: str,
+    underscore_to_dot: bool = False,
+) -> Result:
     """Dispatch on the category name as BFCL does ("parallel" first, then "multiple", else simple)."""
     if "parallel" in category:
         return parallel_no_order_check(functions, calls, answers, language, underscore_to_dot)

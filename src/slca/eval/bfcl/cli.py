@@ -78,10 +78,19 @@ def write_lines_atomically(path: Path, lines: list[dict[str, Any]]) -> None:
 def score(
     category: Annotated[str, typer.Option(help=f"BFCL category: one of {', '.join(CATEGORIES)}.")],
     results: Annotated[Path, typer.Option(help='JSONL of {"id", "result"} lines holding raw model outputs.')],
-    out: Annotated[Path, typer.Option(help='Verdict JSONL to write: one {"id", "valid", "error_type"} per result line.')],
-    output_format: Annotated[str, typer.Option(
-        "--format", help="How outputs are decoded: prompt (calls such as f(a=1) in the category's language), json "
-                         "(<tool_call> blocks), or auto (json when a <tool_call> tag is present).")] = "auto",
+    out: Annotated[
+        Path, typer.Option(help='Verdict JSONL to write: one {"id", "valid", "error_type"} per result line.')
+    ],
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help=(
+                "How outputs are decoded: prompt (calls such as f(a=1) in the category's language), json "
+                "(<tool_call> blocks), or auto (json when a <tool_call> tag is present)."
+            ),
+        ),
+    ] = "auto",
 ) -> None:
     """Score raw model outputs on one BFCL category with the official AST rules."""
     try:

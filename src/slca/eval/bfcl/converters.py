@@ -10,13 +10,33 @@ import re
 from typing import Any
 
 JAVA_TYPES: dict[str, type] = {
-    "byte": int, "short": int, "integer": int, "float": float, "double": float, "long": int,
-    "boolean": bool, "char": str, "Array": list, "ArrayList": list, "Set": set, "HashMap": dict,
-    "Hashtable": dict, "Queue": list, "Stack": list, "String": str, "any": str,
+    "byte": int,
+    "short": int,
+    "integer": int,
+    "float": float,
+    "double": float,
+    "long": int,
+    "boolean": bool,
+    "char": str,
+    "Array": list,
+    "ArrayList": list,
+    "Set": set,
+    "HashMap": dict,
+    "Hashtable": dict,
+    "Queue": list,
+    "Stack": list,
+    "String": str,
+    "any": str,
 }
 JS_TYPES: dict[str, type] = {
-    "String": str, "integer": int, "float": float, "Bigint": int, "Boolean": bool,
-    "dict": dict, "array": list, "any": str,
+    "String": str,
+    "integer": int,
+    "float": float,
+    "Bigint": int,
+    "Boolean": bool,
+    "dict": dict,
+    "array": list,
+    "any": str,
 }
 
 _INT = re.compile(r"^-?\d+$")
@@ -215,7 +235,7 @@ def _bracket_bodies(text: str) -> list[str]:
         if newline >= 0:
             position = newline + 1
             continue
-        bodies.append(text[opening + 1:closing])
+        bodies.append(text[opening + 1 : closing])
         position = closing + 1
 
 
@@ -276,6 +296,8 @@ def js_literal(text: str) -> Any:
     text = text.strip()
     if text in ("true", "false"):
         return text == "true"
-    if len(text) >= 1 and ((text.startswith('"') and text.endswith('"')) or (text.startswith("'") and text.endswith("'"))):
+    if len(text) >= 1 and (
+        (text.startswith('"') and text.endswith('"')) or (text.startswith("'") and text.endswith("'"))
+    ):
         return text[1:-1]
     return _number_or_text(text)

@@ -61,7 +61,9 @@ def _load(category: str, root: str) -> tuple[dict[str, Any], ...]:
     questions = _read_jsonl(base / f"{VERSION_PREFIX}_{category}.json")
     if category == "irrelevance":
         return tuple({**q, "ground_truth": None} for q in questions)
-    answers = {a["id"]: a["ground_truth"] for a in _read_jsonl(base / "possible_answer" / f"{VERSION_PREFIX}_{category}.json")}
+    answers = {
+        a["id"]: a["ground_truth"] for a in _read_jsonl(base / "possible_answer" / f"{VERSION_PREFIX}_{category}.json")
+    }
     missing = [q["id"] for q in questions if q["id"] not in answers]
     if missing:
         raise ValueError(f"BFCL {category}: no possible answer for {missing[:3]}")

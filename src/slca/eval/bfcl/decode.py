@@ -52,7 +52,9 @@ class EvalBudget:
         """Spend `size`; raise `DecodeError` once the output's arithmetic builds too much."""
         self.left -= size
         if self.left < 0:
-            raise DecodeError(f"arithmetic builds too large a value (limit {MAX_EVAL_SIZE} items/characters per output)")
+            raise DecodeError(
+                f"arithmetic builds too large a value (limit {MAX_EVAL_SIZE} items/characters per output)"
+            )
 
 
 def wrap_prompt_output(raw: str) -> str:
@@ -87,7 +89,7 @@ def parse_python_calls(text: str) -> list[dict[str, Any]]:
     calls = []
     for element in tree.body.elts:  # AttributeError (no elts) means "not a call list"
         if not isinstance(element, ast.Call):
-            raise ValueError(f"not a function call: {ast.unparse(element)}")  # noqa: TRY004 - a decode failure
+            raise ValueError(f"not a function call: {ast.unparse(element)}")
         calls.append(python_call_to_dict(element, budget))
     return calls
 
@@ -250,7 +252,7 @@ def tool_call_blocks(raw: str) -> list[str]:
         end = raw.find(_CLOSE_TAG, start + len(_OPEN_TAG))
         if end == -1:
             break
-        blocks.append(raw[start + len(_OPEN_TAG):end].strip())
+        blocks.append(raw[start + len(_OPEN_TAG) : end].strip())
         start = raw.find(_OPEN_TAG, end + len(_CLOSE_TAG))
     return blocks
 

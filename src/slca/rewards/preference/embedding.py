@@ -49,9 +49,7 @@ def load_encoder(model_path: str, device: str) -> tuple[Any, Any]:
 class EmbeddingJudge:
     """Cosine similarity of MiniLM sentence embeddings (module docstring)."""
 
-    def __init__(
-        self, model_path: str | None = None, device: str = "cpu", max_length: int = 256
-    ) -> None:
+    def __init__(self, model_path: str | None = None, device: str = "cpu", max_length: int = 256) -> None:
         self.model_path = str(model_path or bundled_model_path())
         self.device = device
         self.max_length = max_length
@@ -73,9 +71,7 @@ class EmbeddingJudge:
         vectors = self.embed([first, second])
         return float(vectors[0] @ vectors[1])
 
-    def score(
-        self, summary: str, tool_responses: list[str], reference: list[str], request: str
-    ) -> float:
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
         # reference = the requested facts as the rollout's own responses state them
         target = " ".join(reference).strip() or " ".join(tool_responses).strip() or request.strip()
         if not target:

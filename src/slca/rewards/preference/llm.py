@@ -38,9 +38,7 @@ _SCORE_LINE = re.compile(r"^[\s*#_]*score[\s*_]*[:=][\s*_]*([1-5])(?![\d.])", re
 _BARE_GRADE = re.compile(r"\s*([1-5])\s*")
 
 
-def judge_messages(
-    summary: str, tool_responses: list[str], reference: list[str], request: str
-) -> list[dict[str, str]]:
+def judge_messages(summary: str, tool_responses: list[str], reference: list[str], request: str) -> list[dict[str, str]]:
     """Chat messages asking for a rubric grade of one summary; every graded text sits in its own tags."""
     evidence = "\n".join(_tagged("tool_response", r) for r in tool_responses) or "(none)"
     facts = "\n".join(f"- {f}" for f in reference) or "(none listed)"
@@ -129,17 +127,11 @@ class LLMJudge:
                 last_error = JudgeFailure(f"{self.url} answered HTTP {response.status_code}")
                 continue
             if response.status_code != 200:
-                raise JudgeFailure(
-                    f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}"
-                )
+                raise JudgeFailure(f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
             return _message_content(response.text, self.url)
-        raise JudgeFailure(
-            f"llm judge at {self.url} failed after {self.retries + 1} tries: {last_error}"
-        )
+        raise JudgeFailure(f"llm judge at {self.url} failed after {self.retries + 1} tries: {last_error}")
 
-    def score(
-        self, summary: str, tool_responses: list[str], reference: list[str], request: str
-    ) -> float:
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
         payload = {
             "model": self.model,
             "messages": judge_messages(summary, tool_responses, reference, request),
@@ -158,9 +150,7 @@ def _message_content(body: str, url: str) -> str:
     try:
         content = json.loads(body)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise JudgeFailure(
-            f"{url} did not answer in the chat-completions format: {body[:120]!r}"
-        ) from error
+        raise JudgeFailure(f"{url} did not answer in the chat-completions format: {body[:120]!r}") from error
     if not isinstance(content, str):
         raise JudgeFailure(f"{url} returned no text content")
     return content

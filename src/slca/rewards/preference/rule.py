@@ -97,9 +97,7 @@ def faithfulness(summary: str, sources: str, empty: float = 1.0, stated_facts: i
     claim even though it holds no number or name)."""
     source_numbers = [v for v, _ in summary_numbers(sources)]
     folded = sources.casefold()
-    checks = [
-        any(round(s, d) == round(v, d) for s in source_numbers) for v, d in summary_numbers(summary)
-    ]
+    checks = [any(round(s, d) == round(v, d) for s in source_numbers) for v, d in summary_numbers(summary)]
     checks += [word.casefold() in folded for word in capitalised_claims(summary)]
     checks += [True] * stated_facts
     return sum(checks) / len(checks) if checks else empty
@@ -158,9 +156,7 @@ class RuleJudge:
             "concision": concision(summary, self.max_chars) * covered,
         }
 
-    def score(
-        self, summary: str, tool_responses: list[str], reference: list[str], request: str
-    ) -> float:
+    def score(self, summary: str, tool_responses: list[str], reference: list[str], request: str) -> float:
         parts = self.components(summary, tool_responses, reference, request)
         w_f, w_c, w_n = self.weights
         return w_f * parts["faithfulness"] + w_c * parts["coverage"] + w_n * parts["concision"]
