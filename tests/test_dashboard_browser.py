@@ -1,5 +1,6 @@
 """The credit explorer in a real browser: `slca dashboard` serves the app on a free loopback port
-against an MLflow store filled by a real tiny training run (slca and grpo, scripted turns), and
+against an MLflow store filled by real tiny training runs (slca and grpo, scripted turns; one more on
+the default policy's SmolLM2 tokenizer, whose tokens the page must show as SmolLM2 decodes them), and
 headless Chromium (Debian's `chromium` + `chromium-driver`, installed by `make test`) opens the
 credit page, picks a prompt group, toggles GRPO, checks the token spans and the sign-flip count,
 and saves the screenshots the docs show (to a temporary folder, so a test run leaves the checkout
@@ -20,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from grpo_fixtures import ScriptedTurns, make_policy, small_params, synthetic_tasks, write_tasks
+from grpo_fixtures import ScriptedTurns, make_policy, small_params, small_raw, synthetic_tasks, write_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -98,8 +99,9 @@ def stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
-def train_tiny_runs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """slca-s0 and grpo-s0: 2 steps each, a sample (2 groups × 4 rollouts) logged at every step."""
+def train_tiny_runs(root: Path, monkeypatch: pytest.MonkeyPatch, smollm2: Path) -> None:
+    """slca-s0 and grpo-s0: 2 steps each, a sample (2 groups × 4 rollouts) logged at every step; before them
+    slca-s1 on SmolLM2's tokenizer."""
     from slca.train.grpo import SLCAGRPOTrainer
     from slca.train.train_stage import run_train
 
@@ -112,12 +114,33 @@ def train_tiny_runs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_tasks(root, tasks)
     make_policy(root / "sft", tasks)
     monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", scripted)
+    train_smollm2_tokenizer_run(root, smollm2)  # first: the credit page opens on the newest run
     for estimator in ("grpo", "slca"):  # slca last: the newest run, the one the credit page opens on
         run_train(small_params(root, max_steps=2, sample_every=1), estimator, seed=0)
 
 
+def train_smollm2_tokenizer_run(root: Path, smollm2: Path) -> None:
+    """slca-s1: the default policy's own tokenizer (SmolLM2's, the compact template installed, the call tags
+    as text) on a one-layer random Llama, so its samples are decoded with SmolLM2's tokenizer."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from slca.config import Params
+    from slca.rollout.chat_format import install_chat_template
+    from slca.train.train_stage import run_train
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2)
+    shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), num_key_value_heads=1, **shape))
+    install_chat_template(model, tokenizer, "slca_compact")
+    model.save_pretrained(root / "sft-smollm2")
+    tokenizer.save_pretrained(root / "sft-smollm2")
+    raw = small_raw(root, max_steps=1, sample_every=1)
+    raw["sft"]["out_dir"] = str(root / "sft-smollm2")
+    run_train(Params.model_validate(raw), "slca", seed=1)
+
+
 @pytest.fixture(scope="module")
-def dashboards(tmp_path_factory):
+def dashboards(tmp_path_factory, smollm2_dir):
     """{"trained": url, "empty": (url, uri)}: two servers, one on a trained store, one on a store without runs."""
     from mlflow.tracking import MlflowClient
 
@@ -131,7 +154,7 @@ def dashboards(tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         monkeypatch.delenv("SLCA_PARENT_RUN_ID", raising=False)
-        train_tiny_runs(root, monkeypatch)
+        train_tiny_runs(root, monkeypatch, smollm2_dir)
     trained, url = serve(uri, root)
     try:
         wait_healthy(empty, empty_url)
@@ -272,6 +295,31 @@ def test_credit_explorer_in_chromium(dashboards, browser, tmp_path):
     chosen_runs = css(driver, ".st-key-compare_runs")[0].get_attribute("textContent")
     assert "slca-s0" in chosen_runs and "grpo-s0" in chosen_runs
     screenshot(driver, "run_comparison.png", tmp_path)
+
+
+def test_a_smollm2_run_shows_its_own_tokens_in_chromium(dashboards, browser):
+    """The default policy's run (slca-s1, SmolLM2's tokenizer): its tokens are SmolLM2's pieces decoded as text
+    (no byte-level markers), the call tag spelled over several of them, unlike the tiny runs' one-token tag."""
+    driver = browser
+    driver.get(dashboards["trained"])
+    wait_for(driver, lambda d: css(d, ".slca-flip-count"), "the credit page never showed a flip count")
+    settle(driver)
+
+    def tokens(driver) -> list[str]:
+        return [t.get_attribute("textContent") for t in css(driver, ".slca-tokens[data-view='estimator'] .slca-tok")]
+
+    tiny = tokens(driver)
+    assert "<tool_call>" in tiny  # the tiny tokenizer has the tag as one token
+    css(driver, ".st-key-credit_run button[aria-label='Open']")[0].click()
+    options = wait_for(driver, lambda d: css(d, "[role='option']"), "the run list did not open")
+    next(option for option in options if option.text.startswith("slca-s1")).click()
+    wait_for(driver, lambda d: selected(d, "credit_run").startswith("slca-s1"), "slca-s1 was not selected")
+    settle(driver)
+    smol = wait_for(driver, lambda d: tokens(d) if tokens(d) != tiny else None, "the tokens did not change")
+    text = "".join(smol)
+    assert "<tool_call>" in text and "<tool_call>" not in smol  # the tag is text, several pieces
+    assert not any(marker in piece for piece in smol for marker in ("Ġ", "Ċ"))  # decoded, not raw BPE pieces
+    assert "<|im_end|>" in smol  # the turn marker stays one token
 
 
 def test_empty_store_shows_what_to_do_in_chromium(dashboards, browser, tmp_path):

@@ -35,7 +35,7 @@ from slca.config import dump_params, parse_params
 from tests.conftest import REPO_ROOT, wait_for_file
 from tests.real_servers import Servers, free_port, start, stop_group
 
-PIPELINE_FILES = ["dvc.yaml", "prefect.yaml", ".dvcignore", ".dvc/config", "flows", "src", "vendor/bfcl"]
+PIPELINE_FILES = ["dvc.yaml", "prefect.yaml", ".dvcignore", ".dvc/config", "flows", "src", "vendor/bfcl", "adapters"]
 TINY = {
     "data": {"n_train": 60, "n_val": 40, "n_test": 20},
     "calibration": {"n_calls": 20, "perturbations_per_call": 1},

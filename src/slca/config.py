@@ -395,6 +395,13 @@ class TrainParams(Section):
             "every turn. vLLM and several processes always use TRL's."
         ),
     )
+    share_prompt: bool = Field(
+        True,
+        description=(
+            "The loss forward runs each group's shared prompt once and scores the rows' completions on its "
+            "KV cache (slca.shared_prefix; same log-probs and gradients); false: TRL's forward over every row."
+        ),
+    )
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="GPU memory share vLLM may take in colocate mode."

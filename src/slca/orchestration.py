@@ -23,6 +23,7 @@ Three ways to run an item:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -34,6 +35,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from slca.tracking import unreachable_reason, write_atomic
 
@@ -81,10 +84,20 @@ def stage_items() -> dict[str, list[str]]:
     listed = _dvc("stage", "list", "--name-only")
     if listed.returncode != 0:
         raise StageFailed(f"dvc.yaml: cannot list the stages ({_one_line(listed.stderr + listed.stdout)})")
+    frozen = _frozen_stages()
     items: dict[str, list[str]] = {}
     for name in listed.stdout.split():
-        items.setdefault(name.split("@", 1)[0], []).append(name)
+        if name.split("@", 1)[0] not in frozen:
+            items.setdefault(name.split("@", 1)[0], []).append(name)
     return items
+
+
+def _frozen_stages() -> set[str]:
+    """Stages dvc.yaml marks `frozen: true` (run once by hand, their outputs committed): never items."""
+    with contextlib.suppress(OSError, yaml.YAMLError):
+        stages = (yaml.safe_load(Path("dvc.yaml").read_text(encoding="utf-8")) or {}).get("stages") or {}
+        return {name for name, stage in stages.items() if isinstance(stage, dict) and stage.get("frozen")}
+    return set()
 
 
 def expand(selected: list[str] | None, items: dict[str, list[str]]) -> list[list[str]]:

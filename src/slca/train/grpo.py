@@ -200,6 +200,7 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
             sample_sink=sample_sink,
             sample_every=params.train.sample_every,
             sample_rollouts=params.train.sample_rollouts,
+            share_prompt=params.train.share_prompt,
             train_dataset=train_dataset,
             processing_class=processing_class,
             callbacks=callbacks,
