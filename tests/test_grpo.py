@@ -114,9 +114,11 @@ def test_segments_follow_the_tool_response_mask(setup, trainer):
     assert float(batch["advantages"][credit["tool_mask"]].abs().sum()) > 0
 
 
-def test_tool_response_tokens_get_zero_gradient(setup, trainer):
+@pytest.mark.parametrize("share_prompt", [False, True], ids=["full-forward", "shared-prompt"])
+def test_tool_response_tokens_get_zero_gradient(setup, trainer, share_prompt, monkeypatch):
     _, tasks = setup
     trainer.estimator = "slca"
+    monkeypatch.setattr(trainer, "share_prompt", share_prompt)
     batch = generation_batch(trainer, tasks)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which is not running here
     trainer.model.zero_grad()
@@ -126,17 +128,21 @@ def test_tool_response_tokens_get_zero_gradient(setup, trainer):
         output.retain_grad()
         captured["states"] = output
 
-    # TRL scores tokens with a fused LM head, so the hook sits on the final norm: the state at
-    # position P + t - 1 feeds only the logits that predict completion token t
+    # TRL scores tokens with a fused LM head, so the hook sits on the final norm. TRL's full forward
+    # runs [prompt | completion]: the state at P + t - 1 feeds only the logits that predict completion
+    # token t. The shared-prompt forward runs each prompt once, then (last, so kept here) the tail
+    # [last prompt token | completion], whose state at t predicts completion token t.
     handle = trainer.model.model.norm.register_forward_hook(keep_final_states)
     try:
         loss = trainer.compute_loss(trainer.model, batch)
         loss.backward()
     finally:
         handle.remove()
-    grad = captured["states"].grad  # [B, P + C, H]
-    prompt_len = batch["prompt_ids"].size(1)
-    per_token = grad[:, prompt_len - 1 : prompt_len - 1 + batch["completion_ids"].size(1)].abs().sum(-1)
+    grad = captured["states"].grad
+    prompt_len, completion_len = batch["prompt_ids"].size(1), batch["completion_ids"].size(1)
+    assert grad.size(1) == (1 + completion_len if share_prompt else prompt_len + completion_len)
+    start = 0 if share_prompt else prompt_len - 1
+    per_token = grad[:, start : start + completion_len].abs().sum(-1)
     mask = batch["completion_mask"] * batch["tool_mask"]
     env = (batch["tool_mask"] == 0) & (batch["completion_mask"] == 1)
     assert bool(env.any())

@@ -107,6 +107,11 @@ def copy_pipeline(target: Path, params: dict[str, Any]) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO_ROOT / name, target / name)
     (target / "params.yaml").write_text(dump_params(parse_params(params)))
+    # a clone carries the frozen stages' lock entries (their committed outputs' hashes), not the rest
+    stages = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
+    lock = yaml.safe_load((REPO_ROOT / "dvc.lock").read_text())
+    frozen = {name: entry for name, entry in lock["stages"].items() if stages.get(name, {}).get("frozen")}
+    (target / "dvc.lock").write_text(yaml.safe_dump({"schema": lock["schema"], "stages": frozen}, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     return target
 
