@@ -144,3 +144,69 @@ def test_padding_is_masked_whatever_the_generation_dtype(policy, dtype):
     lengths = [len(e.prompt_ids) for e in new_episodes(tasks, tokenizer, 1)]
     assert lengths[0] != lengths[1]
     assert turns(tokenizer.pad_token_id) == turns(5) == turns(17)
+
+
+def test_sampling_draws_each_token_at_its_filtered_probability():
+    """One uniform draw a row through the CDF: frequencies follow softmax(logits / T) after top-k / top-p."""
+    from slca.rollout.cached import sample_next
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(20000, 1)
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.bincount(sample_next(logits, 1.0, 0, 1.0, generator), minlength=4).float() / 20000
+    torch.testing.assert_close(counts, torch.tensor([0.5, 0.3, 0.15, 0.05]), atol=0.015, rtol=0)
+    kept = torch.bincount(sample_next(logits, 1.0, 0, 0.7, generator), minlength=4).float() / 20000
+    assert kept[2:].sum() == 0 and abs(float(kept[0]) - 0.5 / 0.8) < 0.015  # top-p 0.7 keeps the first two
+    assert set(sample_next(logits[:50], 1.0, 1, 1.0, generator).tolist()) == {0}  # top-k 1
+    same = [sample_next(logits[:64], 1.0, 0, 1.0, torch.Generator().manual_seed(3)) for _ in range(2)]
+    assert torch.equal(*same)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_decode_attention_equals_sdpa_with_grouped_heads_and_padding(groups):
+    """A decode step's attention as two matmuls gives SDPA's output, masked slots included (bool or additive)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from slca.rollout.cached import _decode_attention
+
+    class Attention:
+        num_key_value_groups = groups
+
+    torch.manual_seed(0)
+    query, key, value = torch.randn(4, 3 * groups, 1, 16), torch.randn(4, 3, 29, 16), torch.randn(4, 3, 29, 16)
+    mask = torch.ones(4, 1, 1, 29, dtype=torch.bool)
+    mask[1, ..., :7] = False  # left padding
+    mask[2, ..., -1] = False  # a closed row's masked pad
+    expected, _ = sdpa_attention_forward(Attention(), query, key, value, mask, scaling=0.3)
+    got, _ = _decode_attention(query, key, value, mask, 0.3, torch.float32)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    additive = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+    torch.testing.assert_close(_decode_attention(query, key, value, additive, 0.3, torch.float32)[0], expected)
+
+
+def test_independent_chats_batched_write_what_each_writes_alone(policy):
+    """`make_generate_fn(...).many` (BFCL's path) answers chats of different lengths in one padded batch,
+    greedy, with the same text each gets on its own; BFCL's runner hands a category over in one call."""
+    from slca.eval.bfcl.generation import run_generation
+    from slca.rollout.hf import make_generate_fn
+
+    model, tokenizer = policy
+    generate = make_generate_fn(model, tokenizer, max_new_tokens=10, batch_size=2)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    chats = [
+        ([{"role": "user", "content": "Weather in Lima?"}], tools),
+        ([{"role": "user", "content": "What is the weather like in Oslo and in Quito today?"}], tools),
+        ([{"role": "user", "content": "Hi"}], None),
+    ]
+    assert generate.many(chats) == [generate(messages, tools) for messages, tools in chats]
+    batches = []
+
+    class Counting:
+        def __call__(self, messages, tools):
+            return generate(messages, tools)
+
+        def many(self, chats):
+            batches.append(len(chats))
+            return generate.many(chats)
+
+    run_generation(Counting(), categories=("simple_python",), limit=3)
+    assert batches == [3]

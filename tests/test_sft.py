@@ -126,6 +126,17 @@ def test_a_committed_adapter_starts_the_warm_up_and_zero_steps_merge_it(tmp_path
         fresh = load_policy(None, Params.model_validate({**raw, "sft": {"max_steps": 1}}))[0](input_ids=ids).logits
         assert torch.allclose(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-6)
         assert not torch.allclose(merged(input_ids=ids).logits, fresh, atol=1e-3)  # the adapter is not a no-op
+    # the SFT sweep's adapter row: the adapter evaluated as it is, shown with its own training record
+    from slca.train.sweep import SFT_MINUTES, run_config
+
+    (tmp_path / "data" / "val.jsonl").write_text("".join(json.dumps(task) + "\n" for task in tasks[:2]))
+    row = run_config(params, "adapter", {SFT_MINUTES: 12.5}, tmp_path / "sweep", 2, tmp_path / "results")
+    assert row["sft_minutes"] == 12.5 and row["overrides"] == {}
+    assert row["sft"]["sft_steps"] == 3 and row["sft"]["sft_examples"] == 4 and row["val"]["n"] == 2
+    assert json.loads((tmp_path / "results" / "adapter.json").read_text())["sft"]["sft_steps"] == 3
+    with pytest.raises(ValueError, match=r"an adapter row needs sweep\.sft_minutes"):
+        run_config(params, "adapter", {}, tmp_path / "sweep", 2, tmp_path / "results")
+
     raw["policy"]["chat_template"] = "qwen2_5"
     with pytest.raises(ValueError, match=r"was trained on .* with template 'slca_compact'"):
         train_sft(Params.model_validate(raw), tasks)

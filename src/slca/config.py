@@ -459,7 +459,7 @@ class EvalParams(Section):
         32,
         ge=1,
         description=(
-            "Episodes generated together (one KV cache, whose memory grows "
+            "Episodes (and BFCL chats) generated together (one KV cache, whose memory grows "
             "with it; larger batches cost little more per decode step on CPU)."
         ),
     )

@@ -129,7 +129,11 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     tasks = load_test_tasks(params)
     model, tokenizer = load_policy(model_dir, params)
     generate_fn = make_generate_fn(
-        model, tokenizer, max_new_tokens=params.train.max_completion_length, dtype=params.policy.generation_dtype
+        model,
+        tokenizer,
+        max_new_tokens=params.train.max_completion_length,
+        dtype=params.policy.generation_dtype,
+        batch_size=params.eval.batch_size,
     )
 
     with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):

@@ -55,6 +55,9 @@ def apply_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
 
 #: a configuration key that is not a param: steps at which the live policy is also evaluated
 EVAL_AT = "sweep.eval_at"
+#: not a param either: the SFT minutes of a configuration that evaluates a committed adapter as it is
+#: (`sft.init_adapter` with `sft.max_steps` 0), measured when the adapter was trained
+SFT_MINUTES = "sweep.sft_minutes"
 
 
 class CurvePoints(TrainerCallback):
@@ -130,6 +133,7 @@ def run_config(
 
     overrides = dict(overrides)
     eval_at = overrides.pop(EVAL_AT, [])
+    recorded_minutes = overrides.pop(SFT_MINUTES, None)
     data = sweep_data(params, overrides, out_dir)
     # two runs share the 2 cores: one thread each, unless a configuration runs alone and says otherwise
     params = apply_overrides(params, {"sft.threads": 1, **overrides, **data, "sft.out_dir": str(out_dir / name)})
@@ -139,6 +143,12 @@ def run_config(
     curve = CurvePoints(eval_at, val, params, seen)
     model, tokenizer, sft_metrics = train_sft(params, tasks, callbacks=[curve] if eval_at else [])
     sft_seconds = sft_metrics["sft_seconds"] - curve.eval_seconds
+    if params.sft.max_steps == 0 and sft_metrics.get("init_adapter"):
+        # a committed adapter evaluated as it is: the row shows how it was trained, not the merge
+        if recorded_minutes is None:
+            raise ValueError(f"{name}: an adapter row needs {SFT_MINUTES} (its training minutes)")
+        sft_metrics = {**sft_metrics, **sft_metrics["init_adapter"]["metrics"]}
+        sft_seconds = 60.0 * float(recorded_minutes)
     save_atomically(model, tokenizer, Path(params.sft.out_dir), sft_metrics)
     started = time.perf_counter()
     with cpu_threads(params.sft.threads):  # a run alone on both cores evaluates on both
