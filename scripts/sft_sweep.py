@@ -197,7 +197,9 @@ NOTES = {
         "adapters/smollm2-sft.params.yaml`: 600 LoRA steps of one example, 600 examples of which a quarter "
         "no-call through sft.kind_shares, lr 1e-3, r 16, bf16 autocast) evaluated as it is on the smollm2 "
         "profile that `make run` uses; examples and loss are the adapter run's own record, its 38.6 minutes "
-        "ran with a light second job on the cores (alone about 35)."
+        "ran with a light second job on the cores (alone about 35). On the 60 test tasks (make run's SFT "
+        "column, two fresh-clone runs, docs/policy.md): Success 0.583 / 0.567, ArgMatch 0.732, values "
+        "held-out 0.638 / 0.649, well-formed 0.943 / 0.942, no-call 1.000, BFCL non-live 0.117."
     ),
     "c-4m-20k-6000": (
         "ran at lr 1e-3; loss falls slower than the 1.2 M model's (0.91 after 6,000 steps against 0.60 after 4,000)."
