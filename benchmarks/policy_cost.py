@@ -58,6 +58,13 @@ SMOLLM2 = {
     "sft.learning_rate": 5e-4,
     "train.learning_rate": 1e-5,
 }
+# bf16 autocast training, the cached generator in bf16
+BF16 = {
+    **SMOLLM2,
+    "policy.cpu_bf16": True,
+    "policy.generation_dtype": "bfloat16",
+    "train.rollout_generator": "cached",
+}
 SETUPS: dict[str, dict[str, Any]] = {
     "tiny-before": {"policy.model_path": None, "train.rollout_generator": "trl"},
     "tiny": {"policy.model_path": None, "train.rollout_generator": "cached"},
@@ -73,32 +80,11 @@ SETUPS: dict[str, dict[str, Any]] = {
         "policy.generation_dtype": "float32",
         "train.rollout_generator": "cached",
     },
-    "smollm2-bf16": {
-        **SMOLLM2,
-        "policy.cpu_bf16": True,
-        "policy.generation_dtype": "bfloat16",
-        "train.rollout_generator": "cached",
-        "train.share_prompt": False,
-    },
+    "smollm2-bf16": {**BF16, "train.share_prompt": False},
     # RL only (SFT and evaluation as smollm2-bf16): the loss forward with each group's prompt run once
-    "smollm2-bf16-shared": {
-        **SMOLLM2,
-        "policy.cpu_bf16": True,
-        "policy.generation_dtype": "bfloat16",
-        "train.rollout_generator": "cached",
-        "train.share_prompt": True,
-        RL_ONLY: True,
-    },
+    "smollm2-bf16-shared": {**BF16, "train.share_prompt": True, RL_ONLY: True},
     # ... and two prompts a step (P 2 x G 8): decoding 16 rows costs little more than 8
-    "smollm2-bf16-shared-p2": {
-        **SMOLLM2,
-        "policy.cpu_bf16": True,
-        "policy.generation_dtype": "bfloat16",
-        "train.rollout_generator": "cached",
-        "train.share_prompt": True,
-        "train.prompts_per_step": 2,
-        RL_ONLY: True,
-    },
+    "smollm2-bf16-shared-p2": {**BF16, "train.share_prompt": True, "train.prompts_per_step": 2, RL_ONLY: True},
 }
 
 

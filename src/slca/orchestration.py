@@ -87,8 +87,9 @@ def stage_items() -> dict[str, list[str]]:
     frozen = _frozen_stages()
     items: dict[str, list[str]] = {}
     for name in listed.stdout.split():
-        if name.split("@", 1)[0] not in frozen:
-            items.setdefault(name.split("@", 1)[0], []).append(name)
+        stage = name.split("@", 1)[0]
+        if stage not in frozen:
+            items.setdefault(stage, []).append(name)
     return items
 
 

@@ -97,12 +97,11 @@ def _sdpa_fp32(
     A decode step (one query token) is two small matmuls and a softmax (`_decode_attention`)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    dtype, query, key, value = query.dtype, query.float(), key.float(), value.float()
     if query.shape[2] == 1 and kwargs.get("dropout", 0.0) == 0.0 and kwargs.get("position_bias") is None:
-        return _decode_attention(
-            query.float(), key.float(), value.float(), attention_mask, kwargs.get("scaling"), query.dtype
-        )
-    out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
-    return out.to(query.dtype), weights
+        return _decode_attention(query, key, value, attention_mask, kwargs.get("scaling"), dtype)
+    out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    return out.to(dtype), weights
 
 
 def _decode_attention(

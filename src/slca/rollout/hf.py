@@ -29,6 +29,8 @@ def make_generate_fn(
 
     The function's `many(chats)` answers independent `(messages, tools)` chats `batch_size` at a time in
     one decode batch each (a CPU decodes 8 rows in little more time than one)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     fmt = chat_format(tokenizer, model)
     generator = turn_generator(model, tokenizer, temperature=0.0, seed=0, dtype=dtype)
@@ -46,8 +48,8 @@ def make_generate_fn(
         prompts = [prompt_ids(messages, tools) for messages, tools in chats]
         texts = [""] * len(prompts)  # a prompt that fills the context gets no answer
         open_rows = [i for i, ids in enumerate(prompts) if limit - len(ids) > 0]
-        for start in range(0, len(open_rows), max(1, batch_size)):
-            rows = open_rows[start : start + max(1, batch_size)]
+        for start in range(0, len(open_rows), batch_size):
+            rows = open_rows[start : start + batch_size]
             episodes = [Episode(task={}, sample_idx=0, prompt_ids=prompts[i]) for i in rows]
             budgets = [min(max_new_tokens, limit - len(prompts[i])) for i in rows]
             for i, turn in zip(rows, generator.generate(episodes, budgets, 0), strict=True):
