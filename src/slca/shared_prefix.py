@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from slca.rollout.cached import CACHE_KWARG, output_cache
+
 
 def prompt_groups(
     input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int
@@ -73,7 +75,7 @@ def shared_prefix_logps(
     head = prompt_len - 1  # the last prompt token runs with its row: its output scores the first completion token
     with autocast():
         out = backbone(input_ids=input_ids[firsts, :head], attention_mask=attention_mask[firsts, :head], use_cache=True)
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    cache = output_cache(out)
     if cache is None:
         return None
     cache.batch_select_indices(rows)  # each row reads its prompt's cache; gradients sum back into it
@@ -82,7 +84,7 @@ def shared_prefix_logps(
     labels[:, 0] = -100
     with autocast():
         scored = model(
-            input_ids=tail_ids, attention_mask=attention_mask, cache=cache, labels=labels, fused_lm_head=True
+            input_ids=tail_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True, **{CACHE_KWARG: cache}
         )
     logps = scored.log_probs[:, -logits_to_keep:]
     entropies = scored.entropy[:, -logits_to_keep:] if compute_entropy else None

@@ -36,9 +36,20 @@ from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from slca.rollout.chat_format import chat_format
 from slca.rollout.loop import Episode, Turn, tool_suffix_ids
+
+# The name transformers gives a forward's KV cache, in and out: `cache` in recent 5.x releases,
+# `past_key_values` in earlier ones (5.17, say, which a GPU image may carry). Passing the other name
+# is not an error there: it would be swallowed by **kwargs and the cache silently ignored.
+CACHE_KWARG = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a forward returned, under whichever name this transformers gives it."""
+    return getattr(out, CACHE_KWARG, None)
 
 
 @dataclass
@@ -279,11 +290,11 @@ class CachedTurnGenerator:
             input_ids=ids,
             attention_mask=batch.mask,
             position_ids=positions,
-            cache=batch.cache,
             use_cache=True,
             logits_to_keep=1,
+            **{CACHE_KWARG: batch.cache},
         )
-        batch.cache = out.cache
+        batch.cache = output_cache(out)
         return out.logits[:, -1, :]
 
     def _batch_for(self, episodes: Sequence[Episode], round_index: int) -> _Batch:
