@@ -54,9 +54,12 @@ def _rounds(generator, episodes, tokenizer, budgets=(12, 7, 12, 3)):
 def test_greedy_turns_equal_generate_over_the_whole_sequence_across_rounds_and_groups(policy):
     model, tokenizer = policy
     tasks = [single_task(0, "test"), single_task(3, "test")]
-    cached = _rounds(CachedTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
+    generator = CachedTurnGenerator(model, tokenizer)
+    cached = _rounds(generator, new_episodes(tasks, tokenizer, 2), tokenizer)
     full = _rounds(HFTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
     assert cached == full
+    # rows closed mid-turn left the decode batch and came back for the next round's turn
+    assert generator.parked_rows > 0
     assert [len(turns) for turns in cached] == [4, 3, 2]
     assert any(len(turn) > 1 for turns in cached for turn in turns)
 
@@ -210,3 +213,36 @@ def test_independent_chats_batched_write_what_each_writes_alone(policy):
 
     run_generation(Counting(), categories=("simple_python",), limit=3)
     assert batches == [3]
+
+
+def test_rows_closed_mid_turn_leave_the_batch_and_come_back_with_their_cache(policy, monkeypatch):
+    """Parking closed rows changes no number: after a turn the cache holds, on every real slot, the keys and
+    values it holds when closed rows ride along on masked pads, with the same mask; the next turn agrees."""
+    model, tokenizer = policy
+    tasks = [single_task(0, "test"), single_task(3, "test")]
+    suffix = tokenizer("\n<tool_response>\n{\"ok\": true}\n</tool_response>", add_special_tokens=False)["input_ids"]
+
+    def two_turns(park: bool):
+        generator = CachedTurnGenerator(model, tokenizer)
+        if not park:
+            monkeypatch.setattr(generator, "_can_park", lambda batch: False)
+        episodes = new_episodes(tasks, tokenizer, 3)
+        first = generator.generate(episodes, [2, 9, 5, 12, 1, 7], 0)
+        batch = generator._batch
+        state = (batch.mask.clone(), [(layer.keys.clone(), layer.values.clone()) for layer in batch.cache.layers])
+        for episode, turn in zip(episodes, first, strict=True):
+            episode.append(turn.ids, True)
+            episode.append(suffix[: 2 + episode.sample_idx], False)
+        second = generator.generate(episodes, [6] * 6, 1)
+        return generator.parked_rows, first, second, state
+
+    parked, first, second, (mask, layers) = two_turns(True)
+    unparked, first_ref, second_ref, (mask_ref, layers_ref) = two_turns(False)
+    assert parked >= 3 and unparked == 0
+    assert [t.ids for t in first] == [t.ids for t in first_ref]
+    torch.testing.assert_close(mask, mask_ref)
+    real = mask.bool()
+    for (keys, values), (keys_ref, values_ref) in zip(layers, layers_ref, strict=True):
+        torch.testing.assert_close(keys.transpose(1, 2)[real], keys_ref.transpose(1, 2)[real])
+        torch.testing.assert_close(values.transpose(1, 2)[real], values_ref.transpose(1, 2)[real])
+    assert [t.ids for t in second] == [t.ids for t in second_ref]

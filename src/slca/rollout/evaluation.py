@@ -139,6 +139,11 @@ def flatten_table(table: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return {f"{name}.{kind}": value for kind, row in table.items() for name, value in row.items() if name != "n"}
 
 
+def prompt_size(task: Mapping[str, Any]) -> int:
+    """Characters of a task's prompt (messages and tool schemas): orders tasks into like-sized batches."""
+    return len(json.dumps(task.get("tools") or [])) + sum(len(str(m.get("content") or "")) for m in task["messages"])
+
+
 def evaluate_policy(
     model: Any,
     tokenizer: Any,
@@ -169,11 +174,15 @@ def evaluate_policy(
     seed = params.project.seed
     dtype, batch = params.policy.generation_dtype, params.eval.batch_size
     greedy_generator = turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype)
-    greedy = [
+    # batches of like-sized prompts (a batch is prefilled to its longest prompt), reported in task order
+    order = sorted(range(len(tasks)), key=lambda i: prompt_size(tasks[i]))
+    by_size = [tasks[i] for i in order]
+    done = [
         episode
-        for start in range(0, len(tasks), batch)
-        for episode in run_episodes(greedy_generator, tasks[start : start + batch], num_samples=1, **rollout)
+        for start in range(0, len(by_size), batch)
+        for episode in run_episodes(greedy_generator, by_size[start : start + batch], num_samples=1, **rollout)
     ]
+    greedy = [episode for _, episode in sorted(zip(order, done, strict=True), key=lambda pair: pair[0])]
     rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}

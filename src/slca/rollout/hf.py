@@ -47,7 +47,9 @@ def make_generate_fn(
     def many(chats: Sequence[Chat]) -> list[str]:
         prompts = [prompt_ids(messages, tools) for messages, tools in chats]
         texts = [""] * len(prompts)  # a prompt that fills the context gets no answer
-        open_rows = [i for i, ids in enumerate(prompts) if limit - len(ids) > 0]
+        # like-sized prompts batched together: a batch is prefilled to its longest prompt (32 rows of 262
+        # tokens on average, padded to 598, took 28 s; 8 rows 3.3 s)
+        open_rows = sorted((i for i, ids in enumerate(prompts) if limit - len(ids) > 0), key=lambda i: len(prompts[i]))
         for start in range(0, len(open_rows), batch_size):
             rows = open_rows[start : start + batch_size]
             episodes = [Episode(task={}, sample_idx=0, prompt_ids=prompts[i]) for i in rows]
