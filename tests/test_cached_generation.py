@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from policy_fixtures import parallel_task, single_task, tiny_tasks
+from policy_fixtures import no_call_task, parallel_task, single_task, tiny_tasks
 
 from slca.config import LoraParams, TinyModelParams
 from slca.rollout.cached import CachedTurnGenerator, GenerationCopy, GrowingLayer
@@ -246,3 +246,39 @@ def test_rows_closed_mid_turn_leave_the_batch_and_come_back_with_their_cache(pol
         torch.testing.assert_close(keys.transpose(1, 2)[real], keys_ref.transpose(1, 2)[real])
         torch.testing.assert_close(values.transpose(1, 2)[real], values_ref.transpose(1, 2)[real])
     assert [t.ids for t in second] == [t.ids for t in second_ref]
+
+
+def test_rows_of_unlike_length_go_one_at_a_time_and_write_what_the_padded_batch_writes(policy):
+    """Prompts and tool results of very unlike length are fed one row at a time (no padding computed): the
+    same turns as `generate` over whole sequences, and the same cache, slot for slot, as one padded batch."""
+    model, tokenizer = policy
+    tasks = [single_task(0, "test"), parallel_task(1, "test"), no_call_task(2, "test")]
+    result = '\n<tool_response>\n{"city": "Lima", "forecast": [' + ", ".join(str(t) for t in range(40)) + "]}"
+    suffix = tokenizer(result + "\n</tool_response>", add_special_tokens=False)["input_ids"]
+
+    def two_rounds(generator):
+        episodes = new_episodes(tasks, tokenizer, 2)
+        first = generator.generate(episodes, [3, 8, 5, 2, 6, 4], 0)
+        for episode, turn in zip(episodes, first, strict=True):
+            episode.append(turn.ids, True)
+            episode.append(suffix[: 20 + 30 * (episode.sample_idx + len(episode.prompt_ids) % 3)], False)
+        second = generator.generate(episodes, [5] * 6, 1)
+        return [t.ids for t in first], [t.ids for t in second]
+
+    def cached(limit: float):
+        generator = CachedTurnGenerator(model, tokenizer)
+        generator.padding_limit = limit
+        turns = two_rounds(generator)
+        batch = generator._batch
+        layers = [(layer.keys.clone(), layer.values.clone()) for layer in batch.cache.layers]
+        return turns, generator.forward_tokens, batch.mask.clone(), layers
+
+    turns, fed, mask, layers = cached(1.0)
+    padded_turns, padded_fed, padded_mask, padded_layers = cached(float("inf"))
+    assert turns == padded_turns == two_rounds(HFTurnGenerator(model, tokenizer))
+    assert fed < padded_fed * 0.8  # the padding was not computed
+    torch.testing.assert_close(mask, padded_mask)
+    real = mask.bool()
+    for (keys, values), (padded_keys, padded_values) in zip(layers, padded_layers, strict=True):
+        torch.testing.assert_close(keys.transpose(1, 2)[real], padded_keys.transpose(1, 2)[real])
+        torch.testing.assert_close(values.transpose(1, 2)[real], padded_values.transpose(1, 2)[real])
