@@ -282,3 +282,32 @@ def test_rows_of_unlike_length_go_one_at_a_time_and_write_what_the_padded_batch_
     for (keys, values), (padded_keys, padded_values) in zip(layers, padded_layers, strict=True):
         torch.testing.assert_close(keys.transpose(1, 2)[real], padded_keys.transpose(1, 2)[real])
         torch.testing.assert_close(values.transpose(1, 2)[real], padded_values.transpose(1, 2)[real])
+
+
+def test_a_dialogue_s_next_turn_reads_only_its_new_tokens_and_answers_as_a_fresh_read(policy):
+    """`make_generate_fn`'s single chat (τ²'s agent asks once a turn with the whole conversation): a prompt
+    that extends the previous prompt and answer continues from the cache; what it writes is what a
+    generator that reads the whole prompt afresh writes. An unrelated chat starts over."""
+    from slca.rollout.hf import make_generate_fn
+
+    model, tokenizer = policy
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    dialogue = [{"role": "user", "content": "Weather in Lima?"}]
+    reused = make_generate_fn(model, tokenizer, max_new_tokens=8)
+    texts, fresh_texts, fresh_reads = [], [], 0
+    for turn in range(3):
+        texts.append(reused(dialogue, tools))
+        fresh = make_generate_fn(model, tokenizer, max_new_tokens=8)
+        fresh_texts.append(fresh(dialogue, tools))
+        fresh_reads += fresh.generator.forward_tokens
+        # the cache it continued holds what a fresh read of this prompt and answer holds, slot for slot
+        mine, theirs = reused.generator._batch, fresh.generator._batch
+        torch.testing.assert_close(mine.mask, theirs.mask)
+        for layer, other in zip(mine.cache.layers, theirs.cache.layers, strict=True):
+            torch.testing.assert_close(layer.keys, other.keys)
+            torch.testing.assert_close(layer.values, other.values)
+        dialogue = [*dialogue, {"role": "assistant", "content": texts[-1]}, {"role": "user", "content": f"And {turn}?"}]
+    assert texts == fresh_texts
+    assert reused.generator.forward_tokens < fresh_reads * 0.6  # each turn read only what was new
+    other = [{"role": "user", "content": "Hi"}]
+    assert reused(other, None) == make_generate_fn(model, tokenizer, max_new_tokens=8)(other, None)

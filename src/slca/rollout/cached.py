@@ -98,6 +98,11 @@ class GrowingLayer(DynamicLayer):
         self.keys, self.values = self._k[..., :need, :], self._v[..., :need, :]
         return self.keys, self.values
 
+    def keep_first(self, n: int) -> None:
+        """Forget every slot after the first `n` (the buffer stays; the next update writes from slot n)."""
+        assert self._k is not None and self._v is not None  # set by update()
+        self.keys, self.values = self._k[..., :n, :], self._v[..., :n, :]
+
     def replace(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Hold exactly these keys and values (rows regathered after a decode ran on part of them)."""
         self._k, self._v = keys, values
@@ -298,6 +303,33 @@ class CachedTurnGenerator:
         finally:
             if was_training:
                 self.model.train()
+
+    def adopt(self, held: Episode, episode: Episode) -> int:
+        """Let `episode` start from the cache of `held`, the one row the cache holds, as far as their token
+        sequences agree (a dialogue's next turn re-rendered whole); its first `generate` call must then pass
+        a round_index > 0. Returns the tokens reused, 0 when nothing could be (another batch is held, or
+        nothing is shared): start `episode` afresh at round 0 then."""
+        batch = self._batch
+        if (
+            batch is None
+            or batch.rows != [id(held)]
+            or batch.mask.shape[1] != batch.cached[0]
+            or not batch.cache.layers
+            or not self._can_park(batch)
+        ):
+            return 0
+        known, new = held.sequence[: batch.cached[0]], episode.sequence
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(known, new, strict=False)) if a != b), min(len(known), len(new))
+        )
+        keep = min(shared, len(new) - 1)  # the last token is fed: its logits start the turn
+        if keep < 1:
+            return 0
+        for layer in batch.cache.layers:
+            layer.keep_first(keep)
+        batch.mask = batch.mask[:, :keep]
+        batch.rows, batch.cached = [id(episode)], [keep]
+        return keep
 
     # -- internals ---------------------------------------------------------------------------------
     def _device(self) -> torch.device:

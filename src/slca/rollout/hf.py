@@ -28,7 +28,8 @@ def make_generate_fn(
     Generates with the rollout engine's generator (`slca.rollout.cached`, weights in `dtype`).
 
     The function's `many(chats)` answers independent `(messages, tools)` chats `batch_size` at a time in
-    one decode batch each (a CPU decodes 8 rows in little more time than one)."""
+    one decode batch each (a CPU decodes 8 rows in little more time than one). A single chat reads only the
+    tokens after those its prompt shares with the previous single chat's prompt and answer."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
@@ -44,7 +45,12 @@ def make_generate_fn(
         ]
         return list(render(tokenizer, own, tools, tokenize=True, return_dict=False, add_generation_prompt=True))
 
+    # the last single chat's episode: a next call whose prompt begins as it did (a dialogue's next turn:
+    # τ²'s agent asks once a turn with the whole conversation) reads only the tokens after the shared part
+    last: dict[str, Any] = {"episode": None, "round": 0}
+
     def many(chats: Sequence[Chat]) -> list[str]:
+        last["episode"] = None  # the generator's cache is about to hold this batch
         prompts = [prompt_ids(messages, tools) for messages, tools in chats]
         texts = [""] * len(prompts)  # a prompt that fills the context gets no answer
         # like-sized prompts batched together: a batch is prefilled to its longest prompt (32 rows of 262
@@ -59,7 +65,18 @@ def make_generate_fn(
         return texts
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
-        return many([(messages, tools)])[0]
+        ids = prompt_ids(messages, tools)
+        if limit - len(ids) <= 0:
+            return ""
+        episode = Episode(task={}, sample_idx=0, prompt_ids=ids)
+        held = last["episode"]
+        adopt = getattr(generator, "adopt", None)
+        last["round"] = last["round"] + 1 if held is not None and callable(adopt) and adopt(held, episode) else 0
+        turn = generator.generate([episode], [min(max_new_tokens, limit - len(ids))], last["round"])[0]
+        episode.append(turn.ids, True)
+        last["episode"] = episode
+        return turn_text(tokenizer, turn.ids)
 
     generate.many = many  # type: ignore[attr-defined]
+    generate.generator = generator  # type: ignore[attr-defined]  # its counters, for tests and benchmarks
     return generate
