@@ -225,7 +225,7 @@ def test_rows_closed_mid_turn_leave_the_batch_and_come_back_with_their_cache(pol
     def two_turns(park: bool):
         generator = CachedTurnGenerator(model, tokenizer)
         if not park:
-            monkeypatch.setattr(generator, "_can_park", lambda batch: False)
+            monkeypatch.setattr(generator, "_regatherable", lambda batch: False)
         episodes = new_episodes(tasks, tokenizer, 3)
         first = generator.generate(episodes, [2, 9, 5, 12, 1, 7], 0)
         batch = generator._batch

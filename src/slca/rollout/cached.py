@@ -315,7 +315,7 @@ class CachedTurnGenerator:
             or batch.rows != [id(held)]
             or batch.mask.shape[1] != batch.cached[0]
             or not batch.cache.layers
-            or not self._can_park(batch)
+            or not self._regatherable(batch)
         ):
             return 0
         known, new = held.sequence[: batch.cached[0]], episode.sequence
@@ -395,7 +395,7 @@ class CachedTurnGenerator:
         lengths = [len(row) for row in rows]
         width, real = max(lengths), sum(lengths)
         one_by_one = len(rows) > 1 and real >= 16 * len(rows) and len(rows) * width > self.padding_limit * real
-        if not one_by_one or not self._can_park(batch):
+        if not one_by_one or not self._regatherable(batch):
             ids, mask, positions = self._left_pad(rows, self._device(), start=start)
             return self._forward(batch, ids, mask, positions)
         return self._forward_rows(batch, rows, start, width)
@@ -416,18 +416,11 @@ class CachedTurnGenerator:
             for index, layer in enumerate(batch.cache.layers):
                 own.update(layer.keys[i : i + 1], layer.values[i : i + 1], index)
             n = len(row)
-            mask = torch.cat([batch.mask[i : i + 1], torch.ones((1, n), dtype=batch.mask.dtype, device=device)], 1)
-            self.forward_tokens += n
-            out = self.model(
-                input_ids=torch.tensor([list(row)], device=device),
-                attention_mask=mask,
-                position_ids=torch.arange(start[i], start[i] + n, device=device)[None],
-                use_cache=True,
-                logits_to_keep=1,
-                **{CACHE_KWARG: own},
-            )
-            logits.append(out.logits[:, -1, :])
-            for index, layer in enumerate(output_cache(out).layers):
+            single = _Batch(rows=[], cache=own, mask=batch.mask[i : i + 1])
+            ones = torch.ones((1, n), dtype=batch.mask.dtype, device=device)
+            positions = torch.arange(start[i], start[i] + n, device=device)[None]
+            logits.append(self._forward(single, torch.tensor([list(row)], device=device), ones, positions))
+            for index, layer in enumerate(single.cache.layers):
                 if len(new_kv) <= index:
                     shape = (len(rows), layer.keys.shape[1], held + width, layer.keys.shape[-1])
                     keys, values = layer.keys.new_zeros(shape), layer.values.new_zeros(shape)
@@ -488,7 +481,7 @@ class CachedTurnGenerator:
             if not any(open_rows):
                 break
             closed = [k for k, i in enumerate(active) if not open_rows[i]]
-            if closed and len(closed) * 4 >= len(active) and self._can_park(batch):
+            if closed and len(closed) * 4 >= len(active) and self._regatherable(batch):
                 # a step costs about a row's share of the batch (6 ms a row at 16-32 rows of SmolLM2):
                 # closed rows leave the batch instead of riding along on masked pads
                 parked.append(self._park(batch, closed, [active[k] for k in closed]))
@@ -511,7 +504,7 @@ class CachedTurnGenerator:
         return [Turn(turn) for turn in turns]
 
     @staticmethod
-    def _can_park(batch: _Batch) -> bool:
+    def _regatherable(batch: _Batch) -> bool:
         """Whether rows can be taken out of and put back into the cache (its layers are all `GrowingLayer`s;
         a cache that holds nothing yet has none)."""
         return all(isinstance(layer, GrowingLayer) for layer in batch.cache.layers)

@@ -182,7 +182,9 @@ def evaluate_policy(
         for start in range(0, len(by_size), batch)
         for episode in run_episodes(greedy_generator, by_size[start : start + batch], num_samples=1, **rollout)
     ]
-    greedy = [episode for _, episode in sorted(zip(order, done, strict=True), key=lambda pair: pair[0])]
+    greedy = done.copy()
+    for position, episode in zip(order, done, strict=True):
+        greedy[position] = episode
     rows = [episode_metrics(episode, threshold, seen_values) for episode in greedy]
     per_kind = by_kind(greedy, rows)
     metrics = {**aggregate(rows), **flatten_table(per_kind)}
