@@ -264,3 +264,18 @@ def test_lora_sft_through_an_installed_template_that_adds_tokens(tmp_path):
     )
     assert chat_format(reloaded_tokenizer, reloaded).end_of_turn == "<end_of_turn>"
     assert reloaded.get_input_embeddings().weight.shape[0] == len(reloaded_tokenizer)
+
+
+def test_gold_calls_write_whole_numbers_as_integers():
+    """A gold call's 120.0 is written 120 (what an `integer` schema accepts), 1.5 and flags unchanged."""
+    task = {
+        "messages": [{"role": "user", "content": "Convert 120 EUR, 1.5 miles"}],
+        "gold_steps": [
+            [{"name": "convert", "arguments": {"amount": 120.0, "rate": 1.5, "round": True, "xs": [2.0, 2.5]}}]
+        ],
+        "gold_responses": [[{"amount": 120.0}]],
+        "gold_summary": "done",
+    }
+    call = gold_conversation(task)[1]["tool_calls"][0]["function"]["arguments"]
+    assert json.dumps(call) == '{"amount": 120, "rate": 1.5, "round": true, "xs": [2, 2.5]}'
+    assert type(call["amount"]) is int and task["gold_steps"][0][0]["arguments"]["amount"] == 120.0  # task untouched

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jsonschema
@@ -147,3 +148,32 @@ def test_kind_counts_follow_the_mix():
     small = kind_counts(7, mix)
     assert sum(small.values()) == 7 and min(small.values()) >= 1
     assert kind_counts(10, {**mix, "no_call": 0.0})["no_call"] == 0
+
+
+def test_a_recipe_the_split_cannot_fill_gives_way_to_another_of_its_kind_and_domain(monkeypatch):
+    """Held-out pools can leave a recipe unsatisfiable in one split: the row comes from a sibling recipe."""
+    from slca.data import synthesis
+    from slca.data.spec import Reject
+
+    chains = [c for c in CHAINS if c.domain == "banking"]
+    assert len(chains) >= 2
+    broken = chains[0]
+
+    def never(ctx):
+        raise Reject("no fitting record")
+
+    monkeypatch.setattr(
+        synthesis, "CHAINS", tuple(c if c is not broken else dataclasses.replace(c, sample=never) for c in CHAINS)
+    )
+    out = synthesize(
+        DataParams(
+            n_train=60,
+            n_val=10,
+            n_test=10,
+            kind_mix=KindMix(single=0, parallel=0, multiple=0, multi_step=1.0, no_call=0),
+        ),
+        seed=1,
+    )
+    banking = [r for r in out["train"] if r["domain"] == "banking"]
+    assert banking and not any(r["template_id"].startswith(broken.key + ".") for r in banking)
+    assert {r["template_id"].split(".")[0] for r in banking} <= {c.key for c in chains[1:]}

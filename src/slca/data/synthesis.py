@@ -106,6 +106,7 @@ class SplitBuilder:
         self.schemas = tool_map()
         self.openai = {name: as_openai_tool(schema) for name, schema in self.schemas.items()}
         self.system = SYSTEM_PROMPT.format(today=world.today)
+        self.unsatisfiable: set[tuple[str, str]] = set()  # (kind, recipe) this split's entities cannot fill
 
     # ---- planning ----
     def plan(self, n: int) -> list[tuple[str, ToolRecipe | ChainRecipe]]:
@@ -131,10 +132,31 @@ class SplitBuilder:
         rows = []
         plan = self.plan(n)
         for i, (kind, recipe) in enumerate(tqdm(plan, desc=f"synthesize {self.split}", disable=None)):
-            row = self.row_with_retries(kind, recipe, rngs[kind])
+            row = self.row_for(kind, recipe, rngs[kind])
             row["id"] = f"{self.split}-{i:05d}"
             rows.append(json.loads(json.dumps(row)))  # plain JSON types, no shared objects
         return rows
+
+    def row_for(self, kind: str, recipe: ToolRecipe | ChainRecipe, rng: random.Random) -> dict:
+        """A row of the planned recipe or, where this split's entities cannot satisfy it (a held-out pool
+        without a fitting record), of the next recipe of the same kind and domain that they can."""
+        same = sorted(
+            (r for r in recipes_for(kind) if r.domain == recipe.domain and r is not recipe), key=lambda r: r.key
+        )
+        failures = []
+        for candidate in (recipe, *same):
+            if (kind, candidate.key) in self.unsatisfiable:
+                continue
+            try:
+                return self.row_with_retries(kind, candidate, rng)
+            except SynthesisError as exc:
+                self.unsatisfiable.add((kind, candidate.key))
+                failures.append(str(exc))
+        if not failures:
+            failures.append(f"{self.split}: no recipe for {kind} tasks in domain {recipe.domain!r} fits this split")
+        raise SynthesisError(
+            failures[0] + (f" (and {len(failures) - 1} more of that kind and domain)" if len(failures) > 1 else "")
+        )
 
     def row_with_retries(self, kind: str, recipe: ToolRecipe | ChainRecipe, rng: random.Random) -> dict:
         last = ""

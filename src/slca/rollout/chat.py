@@ -23,13 +23,31 @@ def tool_call_text(name: str, arguments: Mapping[str, Any]) -> str:
     return f'<tool_call>\n{{"name": "{name}", "arguments": {payload}}}\n</tool_call>'
 
 
+def shortest_numbers(value: Any) -> Any:
+    """`value` with every whole float written as an integer (JSON has one number type: 10.0 is 10).
+
+    A call written the way a request states its numbers (`{"base": 10}`) is what schemas typed
+    `integer` accept; `10.0` is refused there by strict checkers such as BFCL's.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: shortest_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shortest_numbers(item) for item in value]
+    return value
+
+
 def tool_calls_message(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """An assistant message carrying structured tool calls (content empty)."""
+    """An assistant message carrying structured tool calls (content empty), numbers in shortest form."""
     return {
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"type": "function", "function": {"name": call["name"], "arguments": dict(call.get("arguments") or {})}}
+            {
+                "type": "function",
+                "function": {"name": call["name"], "arguments": shortest_numbers(dict(call.get("arguments") or {}))},
+            }
             for call in calls
         ],
     }

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from slca.tools import agenda, banking, flights, mathunits, retail, weather  # noqa: F401  (register)
+from slca.tools import agenda, banking, flights, mathunits, retail, science, weather  # noqa: F401  (register)
 from slca.tools.entities import CITIES, CURRENCY_RATES, PRODUCT_CATEGORIES, UNITS
 from slca.tools.examples import example_calls
 from slca.tools.registry import REGISTRY, ToolError
@@ -27,7 +27,7 @@ from slca.tools.validation import (
 )
 from slca.tools.world import World
 
-DOMAINS: tuple[str, ...] = ("weather", "flights", "banking", "calendar", "retail", "math")
+DOMAINS: tuple[str, ...] = ("weather", "flights", "banking", "calendar", "retail", "math", "science")
 ERROR_CLASSES: tuple[str, ...] = (
     "unknown_tool",
     "missing_required",
@@ -124,6 +124,7 @@ ENTITY_KINDS_BY_DOMAIN: dict[str, tuple[str, ...]] = {
     "calendar": ("event_id", "event_title", "contact_name", "contact_email"),
     "retail": ("product_name", "product_id", "product_category", "shopper_name", "shopper_email", "order_id"),
     "math": ("unit", "currency"),
+    "science": (),  # bare numbers stated in the request, no named entities
 }
 
 

@@ -12,7 +12,7 @@ from slca.tools.world import HORIZON_DAYS, World, shift_day
 
 def example_calls(world: World) -> list[tuple[str, dict]]:
     """Ordered (tool name, arguments) pairs covering every tool in the catalog."""
-    return _weather() + _flights(world) + _banking(world) + _calendar(world) + _retail(world) + _math()
+    return _weather() + _flights(world) + _banking(world) + _calendar(world) + _retail(world) + _math() + _science()
 
 
 def _weather() -> list[tuple[str, dict]]:
@@ -142,4 +142,16 @@ def _math() -> list[tuple[str, dict]]:
         ("compute_statistics", {"values": [3, 1, 4, 1, 5, 9], "measures": ["mean", "median", "stdev"]}),
         ("loan_payment", {"principal": 250000, "annual_rate_percent": 6.5, "years": 30}),
         ("split_bill", {"total": 120.5, "people": 4, "tip_percent": 18, "round_up": True}),
+    ]
+
+
+def _science() -> list[tuple[str, dict]]:
+    return [
+        ("triangle_area", {"base": 10, "height": 5}),
+        ("circle_area", {"radius": 2.5, "precision": 2}),
+        ("hypotenuse", {"a": 3, "b": 4}),
+        ("factorial", {"n": 5}),
+        ("quadratic_roots", {"a": 1, "b": -3, "c": 2}),
+        ("kinetic_energy", {"mass_kg": 2, "velocity_ms": 3}),
+        ("greatest_common_divisor", {"a": 48, "b": 18}),
     ]
