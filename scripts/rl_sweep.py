@@ -1,14 +1,17 @@
 """Run the RL sweep (src/slca/train/rl_sweep.py) and write reports/rl_sweep.md.
 
-    .venv/bin/python scripts/rl_sweep.py                  # every configuration below, 2 at a time
-    .venv/bin/python scripts/rl_sweep.py --only base lr1e-3
-    .venv/bin/python scripts/rl_sweep.py --report         # rebuild the report from saved runs
+    .venv/bin/python scripts/rl_sweep.py --parallel 1          # every SmolLM2 configuration, one at a time
+    .venv/bin/python scripts/rl_sweep.py --only lr1e-4 lr3e-4  # some of them
+    .venv/bin/python scripts/rl_sweep.py --report              # rebuild the report from saved runs
 
 Needs data/ (`slca synthesize`) and the SFT checkpoint models/sft (`slca sft`), both from
-params.yaml. Each configuration runs in its own process with one torch thread and its own MLflow
-SQLite store; runs land in models/rl_sweep/<name>/, results in reports/rl_sweep/<name>.json
-(committed, so --report rebuilds the report anywhere), logs in reports/rl_sweep/<name>.log (local).
-Every configuration sees at least 1,500 rollouts. Chosen on validation only.
+params.yaml. A regime is the policy the rows train: `smollm2` (the default policy, params.yaml as
+committed) or `tiny` (the from-scratch model of the previous regime: its rows need params.yaml
+switched with `slca profile tiny --write params.yaml` and its own `slca sft`). Each configuration
+runs in its own process with its own MLflow SQLite store; runs land in models/rl_sweep/<regime>/<name>/,
+results in reports/rl_sweep/<regime>/<name>.json (committed, so --report rebuilds the report anywhere;
+the tiny regime's are in reports/rl_sweep/ itself), logs beside them (local). A configuration that
+already has its result is skipped, so an interrupted sweep resumes. Chosen on validation only.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,93 +31,153 @@ RESULTS = ROOT / "reports" / "rl_sweep"
 COMMAND = ".venv/bin/python scripts/rl_sweep.py"
 N_VAL = 100
 
-# params.yaml's RL settings with enough steps for 1,504 rollouts (2 prompts × G 4 × 188 steps)
-BASE = {"train.max_steps": 188}
-CONFIGS: dict[str, dict] = {
-    "base": BASE,  # lr 2e-4, β 0, T 1.0, 2 tool turns
-    "lr1e-3": {**BASE, "train.learning_rate": 1e-3},
-    "g8": {"train.num_generations": 8, "train.max_steps": 94},  # bigger groups, same rollouts
-    "p4-lr5e-4": {"train.prompts_per_step": 4, "train.max_steps": 94, "train.learning_rate": 5e-4},
-    "t0.7": {**BASE, "train.temperature": 0.7},
-    "grpo-base": {**BASE, "sweep.estimator": "grpo"},  # is the setting good for the baseline too?
-}
-NOTES: dict[str, str] = {
-    "base": (
-        "minutes measured with two configurations side by side (one torch thread each) and a unit-test "
-        "run sharing the two cores, so inflated; the later rows ran two at a time with nothing else."
-    ),
-    "lr1e-3": (
-        "collapses: the reward falls to ~0 and the policy stops calling tools (Name-F1 0); same timing caveat as base."
-    ),
-    "p4-lr5e-4": (
-        "chosen on validation Success (+0.06, 6 of 100 tasks); it trades Name-F1 (-0.108) and "
-        "ArgMatch for the summary reward (+0.356), i.e. most of its reward gain is the summary."
-    ),
-    "grpo-base": (
-        "the baseline at base's setting moves the same way (Success -0.01): the setting is not tuned to favour SLCA."
-    ),
-}
-RUN_ORDER = list(CONFIGS)
+
+@dataclass(frozen=True)
+class Regime:
+    title: str
+    results: Path
+    configs: dict[str, dict]
+    notes: dict[str, str] = field(default_factory=dict)
+    gguf: bool = True  # the policy is converted from a GGUF (params.policy.base_gguf set)
 
 
-def run_one(name: str) -> int:
+# SmolLM2: params.yaml's RL (G 8, 1 prompt a step, T 1.0, 2 tool turns, LoRA on the merged SFT
+# start) for 50 steps, 400 rollouts a row (the experiment's per-run budget); lr is the knob that matters
+SMOL = {"train.max_steps": 50}
+TINY = {"train.max_steps": 188}  # 1,504 rollouts: 2 prompts × G 4 × 188 steps
+REGIMES: dict[str, Regime] = {
+    "smollm2": Regime(
+        "SmolLM2-135M-Instruct (the default policy)",
+        RESULTS / "smollm2",
+        {
+            "lr1e-4": {**SMOL, "train.learning_rate": 1e-4},
+            "lr3e-4": {**SMOL, "train.learning_rate": 3e-4},
+            "lr1e-5": SMOL,  # make run's learning rate
+            "g4p2-lr1e-4": {
+                **SMOL,
+                "train.learning_rate": 1e-4,
+                "train.num_generations": 4,
+                "train.prompts_per_step": 2,
+            },
+            "t0.7-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "train.temperature": 0.7},
+            "grpo-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "sweep.estimator": "grpo"},
+        },
+    ),
+    "tiny": Regime(
+        "the from-scratch tiny policy (previous regime)",
+        RESULTS,
+        {
+            "base": TINY,  # lr 2e-4, β 0, T 1.0, 2 tool turns
+            "lr1e-3": {**TINY, "train.learning_rate": 1e-3},
+            "g8": {"train.num_generations": 8, "train.max_steps": 94},  # bigger groups, same rollouts
+            "p4-lr5e-4": {"train.prompts_per_step": 4, "train.max_steps": 94, "train.learning_rate": 5e-4},
+            "t0.7": {**TINY, "train.temperature": 0.7},
+            "grpo-base": {**TINY, "sweep.estimator": "grpo"},  # is the setting good for the baseline too?
+        },
+        {
+            "base": (
+                "minutes measured with two configurations side by side (one torch thread each) and a unit-test "
+                "run sharing the two cores, so inflated; the later rows ran two at a time with nothing else."
+            ),
+            "lr1e-3": (
+                "collapses: the reward falls to ~0 and the policy stops calling tools (Name-F1 0); same timing "
+                "caveat as base."
+            ),
+            "p4-lr5e-4": (
+                "chosen on validation Success (+0.06, 6 of 100 tasks); it trades Name-F1 (-0.108) and "
+                "ArgMatch for the summary reward (+0.356), i.e. most of its reward gain is the summary."
+            ),
+            "grpo-base": (
+                "the baseline at base's setting moves the same way (Success -0.01): the setting is not tuned to "
+                "favour SLCA."
+            ),
+        },
+        gguf=False,
+    ),
+}
+
+
+def run_one(regime: str, name: str) -> int:
+    reg = REGIMES[regime]
+    out = OUT / regime / name
     env = {
         **os.environ,
-        "OMP_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
         "TOKENIZERS_PARALLELISM": "false",
-        "MLFLOW_TRACKING_URI": f"sqlite:///{OUT / name / 'mlflow.db'}",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}",
     }
-    (OUT / name).mkdir(parents=True, exist_ok=True)
-    log = RESULTS / f"{name}.log"
-    with log.open("w") as handle:
+    out.mkdir(parents=True, exist_ok=True)
+    reg.results.mkdir(parents=True, exist_ok=True)
+    with (reg.results / f"{name}.log").open("w") as handle:
         return subprocess.call(
-            [sys.executable, __file__, "--single", name], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT
+            [sys.executable, __file__, "--regime", regime, "--single", name],
+            cwd=ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
         )
 
 
-def single(name: str) -> None:
+def single(regime: str, name: str) -> None:
     from slca.config import load_params
     from slca.train.rl_sweep import run_config
 
-    result = run_config(load_params(ROOT / "params.yaml"), name, CONFIGS[name], OUT, N_VAL, RESULTS)
+    reg = REGIMES[regime]
+    result = run_config(load_params(ROOT / "params.yaml"), name, reg.configs[name], OUT / regime, N_VAL, reg.results)
     print(json.dumps({"name": name, "minutes": result["minutes"], **result["delta"]}))
 
 
 def report() -> None:
     from slca.train.rl_sweep import choose, markdown
 
-    results = [
-        json.loads((RESULTS / f"{name}.json").read_text()) for name in CONFIGS if (RESULTS / f"{name}.json").exists()
-    ]
-    best = choose([r for r in results if r["estimator"] == "slca"])
+    sections, chosen = [], {}
+    for regime, reg in REGIMES.items():
+        results = [
+            json.loads((reg.results / f"{name}.json").read_text())
+            for name in reg.configs
+            if (reg.results / f"{name}.json").exists()
+        ]
+        best = choose([r for r in results if r["estimator"] == "slca"])
+        chosen[regime] = best["name"] if best else None
+        sections.append(markdown(results, COMMAND, reg.notes, chosen[regime], title=reg.title))
     (ROOT / "reports").mkdir(exist_ok=True)
-    (ROOT / "reports" / "rl_sweep.md").write_text(markdown(results, COMMAND, NOTES, best["name"] if best else None))
-    print(f"{len(results)} configurations -> reports/rl_sweep.md" + (f" (chosen: {best['name']})" if best else ""))
+    (ROOT / "reports" / "rl_sweep.md").write_text(markdown([], COMMAND, sections=sections))
+    print("reports/rl_sweep.md; chosen: " + ", ".join(f"{k} {v}" for k, v in chosen.items()))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="Configurations to run (default: all).")
+    parser.add_argument("--regime", choices=list(REGIMES), default="smollm2", help="The policy the rows train.")
+    parser.add_argument("--only", nargs="*", help="Configurations to run (default: all of the regime's).")
     parser.add_argument("--single", help=argparse.SUPPRESS)
     parser.add_argument("--report", action="store_true", help="Only rebuild the report from saved runs.")
-    parser.add_argument("--parallel", type=int, default=2, help="Configurations run at once.")
+    parser.add_argument("--rerun", action="store_true", help="Run configurations that already have a result.")
+    parser.add_argument("--parallel", type=int, default=1, help="Configurations run at once (1 thread each if > 1).")
     args = parser.parse_args()
+    reg = REGIMES[args.regime]
     if args.single:
-        single(args.single)
+        single(args.regime, args.single)
         return 0
     if not args.report:
-        names = args.only or RUN_ORDER
-        unknown = sorted(set(names) - set(CONFIGS))
+        from slca.config import load_params
+
+        names = args.only or list(reg.configs)
+        unknown = sorted(set(names) - set(reg.configs))
         if unknown:
-            parser.error(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
+            parser.error(f"unknown {args.regime} configurations {unknown}; choose from {list(reg.configs)}")
+        if bool(load_params(ROOT / "params.yaml").policy.base_gguf) != reg.gguf:
+            parser.error(f"params.yaml is not the {args.regime} regime's policy (see the docstring)")
         if not (ROOT / "models" / "sft" / "model.safetensors").exists():
             parser.error("no SFT checkpoint at models/sft: run `slca synthesize && slca sft` first")
-        OUT.mkdir(parents=True, exist_ok=True)
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        with ThreadPoolExecutor(args.parallel) as pool:
-            codes = dict(zip(names, pool.map(run_one, names), strict=True))
+        todo = [n for n in names if args.rerun or not (reg.results / f"{n}.json").exists()]
+        print(f"{len(todo)} of {len(names)} configurations to run: {todo}", flush=True)
+        if args.parallel > 1:
+            os.environ["OMP_NUM_THREADS"] = "1"
+        with ThreadPoolExecutor(max(1, args.parallel)) as pool:
+            codes = dict(zip(todo, pool.map(lambda n: run_one(args.regime, n), todo), strict=True))
         for name, code in codes.items():
-            print(f"{name}: {'ok' if code == 0 else f'failed (exit {code}), see reports/rl_sweep/{name}.log'}")
+            where = reg.results.relative_to(ROOT) / f"{name}.log"
+            print(f"{name}: {'ok' if code == 0 else f'failed (exit {code}), see {where}'}", flush=True)
     report()
     return 0
 

@@ -58,3 +58,32 @@ def test_augment_tasks_is_seeded_and_rewrites_about_the_fraction():
     rewritten = sum(a != t for a, t in zip(first, tasks, strict=True))
     assert 70 <= rewritten <= 130
     assert augment_tasks(tasks, 0.0, seed=3) == tasks
+
+
+def test_renamed_tools_are_offered_and_called_under_one_new_name_each():
+    from slca.rollout.chat import gold_conversation
+    from slca.train.augment import rename_augmented
+
+    task = single_task(2)
+    old = [t["function"]["name"] for t in task["tools"]]
+    out = rename_augmented(task, random.Random(3))
+    new = [t["function"]["name"] for t in out["tools"]]
+    assert len(set(new)) == len(new) and not set(new) & set(old)
+    mapping = dict(zip(old, new, strict=True))
+    assert [[c["name"] for c in s] for s in out["gold_steps"]] == [
+        [mapping[c["name"]] for c in s] for s in task["gold_steps"]
+    ]
+    assert [t["function"]["parameters"] for t in out["tools"]] == [t["function"]["parameters"] for t in task["tools"]]
+    text = json.dumps(gold_conversation(out))
+    assert not any(f'"{name}"' in text for name in old)  # the dialogue calls only the offered names
+    assert task["tools"][0]["function"]["name"] == old[0]  # the input is not mutated
+
+
+def test_rename_tasks_is_seeded_and_renames_about_the_fraction():
+    from slca.train.augment import rename_tasks
+
+    tasks = [single_task(i) for i in range(200)]
+    first, again = rename_tasks(tasks, 0.5, seed=1), rename_tasks(tasks, 0.5, seed=1)
+    assert first == again and rename_tasks(tasks, 0.0, seed=1) == tasks
+    changed = sum(a["tools"] != b["tools"] for a, b in zip(first, tasks, strict=True))
+    assert 70 <= changed <= 130

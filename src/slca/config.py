@@ -332,6 +332,16 @@ class SftParams(Section):
             "strings (train/augment.py), so values must be copied, not memorised."
         ),
     )
+    rename_tools: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of examples that offer every tool under another name (a namespace or verb prefix, "
+            "camelCase; train/augment.py) and call it by that name, so names are read from the offer, "
+            "not memorised from the catalogue."
+        ),
+    )
     kind_shares: dict[str, float] | None = Field(
         None,
         description="Shares of the n_examples by task kind, e.g. {no_call: 0.25}: each named kind gets exactly "

@@ -115,3 +115,75 @@ def augment_tasks(tasks: list[Mapping[str, Any]], fraction: float, seed: int) ->
         return list(tasks)
     rng = random.Random(f"copy-augment-{seed}")
     return [copy_augmented(task, rng) if rng.random() < fraction else task for task in tasks]
+
+
+# ---- tool-name augmentation ----
+# A policy trained on one catalogue learns its ~35 tool names by heart and writes `triangle_area` where
+# the offered function is `calculate_triangle_area` or `geometry.area_triangle`. A renamed example offers
+# every tool under another name (and calls it by that name), so the name has to be read from the offer.
+
+NAMESPACES = (
+    "api", "app", "calc", "core", "data", "geo", "helper", "lib", "math", "service", "svc", "tools", "util",
+    "finance", "travel", "shop", "science", "physics", "info", "my",
+)  # fmt: skip
+VERBS = ("calculate", "compute", "get", "find", "fetch", "run", "do", "lookup")
+#: names that already start with a verb get a suffix instead of a second verb
+LEADING_VERBS = {*VERBS, "convert", "create", "delete", "list", "search", "book", "cancel", "place", "return",
+                 "transfer", "split", "compare", "update", "add", "remove", "track", "check", "solve"}  # fmt: skip
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def renamed(name: str, rng: random.Random) -> str:
+    """Another plausible name for a tool: a namespace or verb prefix, a namespace path, or camelCase."""
+    style = rng.randrange(4)
+    if style == 0:
+        return f"{rng.choice(NAMESPACES)}_{name}"
+    if style == 1 and name.split("_")[0] not in LEADING_VERBS:
+        return f"{rng.choice(VERBS)}_{name}"
+    if style == 1:
+        return f"{name}_{rng.choice(('v2', 'tool', 'api', 'fn'))}"
+    if style == 2:
+        return f"{rng.choice(NAMESPACES)}_{rng.choice(NAMESPACES)}_{name}"
+    return _camel(name) if "_" in name else f"{rng.choice(NAMESPACES)}{name[:1].upper()}{name[1:]}"
+
+
+def rename_augmented(task: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+    """task with every offered tool under a new name, its gold calls and schema texts to match."""
+    tools = task.get("tools") or []
+    names = [str((tool.get("function") or tool).get("name")) for tool in tools]
+    mapping: dict[str, str] = {}
+    for name in names:
+        new = renamed(name, rng)
+        while new in mapping.values() or new in names:
+            new = f"{new}_{rng.randrange(2, 10)}"
+        mapping[name] = new
+    if not mapping:
+        return dict(task)
+    pattern = re.compile(
+        r"(?<![0-9A-Za-z_])("
+        + "|".join(re.escape(n) for n in sorted(mapping, key=len, reverse=True))
+        + r")(?![0-9A-Za-z_])"
+    )
+
+    def rewrite(value: Any) -> Any:
+        return json.loads(pattern.sub(lambda m: mapping[m.group(1)], json.dumps(value, ensure_ascii=False)))
+
+    out = dict(task)
+    out["tools"] = rewrite(tools)  # names and any mention of a sibling in a description
+    out["gold_steps"] = [
+        [{**call, "name": mapping.get(call["name"], call["name"])} for call in step]
+        for step in task.get("gold_steps") or []
+    ]
+    return out
+
+
+def rename_tasks(tasks: list[Mapping[str, Any]], fraction: float, seed: int) -> list[Mapping[str, Any]]:
+    """The tasks with a seeded `fraction` of them offering their tools under new names (same order, count)."""
+    if fraction <= 0:
+        return list(tasks)
+    rng = random.Random(f"rename-augment-{seed}")
+    return [rename_augmented(task, rng) if rng.random() < fraction else task for task in tasks]

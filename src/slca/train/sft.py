@@ -35,7 +35,7 @@ from slca.rollout.chat import gold_conversation
 from slca.rollout.chat_format import chat_format, render
 from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
-from slca.train.augment import augment_tasks
+from slca.train.augment import augment_tasks, rename_tasks
 from slca.train.policy import (
     PolicyError,
     count_parameters,
@@ -228,8 +228,12 @@ def train_sft(params: Any, tasks: Sequence[Mapping[str, Any]], callbacks: Sequen
         if params.policy.model_path is None:
             tokenizer = tokenizer_for_tasks(tasks, params)
         model, tokenizer = load_policy(None, params, tokenizer=tokenizer)
-    chosen = augment_tasks(
-        select_by_kind(tasks, params.sft.n_examples, seed, params.sft.kind_shares), params.sft.copy_augment, seed
+    chosen = rename_tasks(
+        augment_tasks(
+            select_by_kind(tasks, params.sft.n_examples, seed, params.sft.kind_shares), params.sft.copy_augment, seed
+        ),
+        params.sft.rename_tools,
+        seed,
     )
     dataset, dropped = build_sft_dataset(chosen, tokenizer, params.sft.max_length)
     loss_log = MlflowLossCallback()
