@@ -127,6 +127,23 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     assert not any(is_done(job) for job in runs2[1:])
 
 
+def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):
+    """`profile: tiny` rebuilds a previous regime's params from today's SmolLM2 params.yaml, and the
+    report's configuration names the policy of each regime."""
+    from slca.config import apply_profile
+    from slca.eval.experiment_report import configuration
+
+    smol = apply_profile(Params(), "smollm2")
+    spec_path = write_spec(tmp_path, profile="tiny")
+    tiny_main = build_groups(read_spec(spec_path), smol, tmp_path, str(spec_path))[0].params
+    smol_main = build_groups(read_spec(write_spec(tmp_path)), smol, tmp_path, str(spec_path))[0].params
+    assert tiny_main.policy.base_gguf is None and tiny_main.policy.lora.enabled is False
+    assert smol_main.policy.base_gguf and smol_main.train.estimators == tiny_main.train.estimators == ["slca", "grpo"]
+    assert "embedded tiny Qwen2" in configuration(tiny_main)[0]
+    described = configuration(smol_main)[0]
+    assert "SmolLM2-135M-Instruct" in described and "adapters/smollm2-sft" in described
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -135,6 +152,7 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
         ("bogus: 1", "unknown keys"),
         ("overrides: [", "not valid YAML"),
         ("overrides: {train.max_steps: 0}", "validation error"),
+        ("profile: nosuch", "profile 'nosuch' not found"),
     ],
 )
 def test_a_malformed_spec_is_named(tmp_path, text, message):

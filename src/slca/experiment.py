@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from slca.config import Params, ParamsError, load_params, with_overrides
+from slca.config import Params, ParamsError, apply_profile, load_params, with_overrides
 
 
 class ExperimentError(RuntimeError):
@@ -79,7 +79,8 @@ def read_spec(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as error:
         raise ExperimentError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
     unknown = sorted(
-        set(spec) - {"name", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes", "discussion"}
+        set(spec)
+        - {"name", "profile", "lanes", "overrides", "ablations", "report", "threshold_gain", "notes", "discussion"}
     )
     if unknown:
         raise ExperimentError(f"{path}: unknown keys {unknown}")
@@ -89,6 +90,11 @@ def read_spec(path: Path) -> dict[str, Any]:
 def build_groups(spec: Mapping[str, Any], base: Params, root: Path, source: str) -> list[Group]:
     """The main group and one group per ablation, each with its own out dirs and params file."""
     name = spec.get("name", "experiment")
+    if spec.get("profile"):  # the regime the overrides apply to (e.g. `tiny` for the previous experiment)
+        try:
+            base = apply_profile(base, str(spec["profile"]))
+        except ParamsError as error:
+            raise ExperimentError(f"{source}: {error}") from None
     main = apply_overrides(base, spec.get("overrides") or {}, source)
     groups = []
     settings = [("main", {}, "main")]

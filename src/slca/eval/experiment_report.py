@@ -487,13 +487,25 @@ def mlflow_runs(params: Any) -> list[tuple[str, str, str]]:
 
 def configuration(params: Any) -> list[str]:
     t, r, s = params.train, params.rewards, params.simulator
-    return [
-        (
+    if params.policy.base_gguf:
+        lora = params.policy.lora
+        policy = (
+            f"- Policy: `{Path(params.policy.base_gguf).stem}` (converted from its GGUF), template "
+            f"`{params.policy.chat_template}`, one SFT checkpoint (the LoRA warm-up `{params.sft.init_adapter}` merged"
+            + (f", then {params.sft.max_steps} more steps" if params.sft.max_steps else "")
+            + f") shared by every run; RL trains LoRA r {lora.r} (α {lora.alpha}) on it"
+            + (", bf16 autocast" if params.policy.cpu_bf16 else "")
+            + "."
+        )
+    else:
+        policy = (
             f"- Policy: embedded tiny Qwen2 ({params.policy.tiny.num_hidden_layers} layers, hidden "
             f"{params.policy.tiny.hidden_size}, pre-tokenizer `{params.policy.tiny.pretokenizer}`), one SFT checkpoint "
             f"({params.sft.max_steps} steps on {params.sft.n_examples} examples, copy augmentation "
             f"{params.sft.copy_augment}) shared by every run."
-        ),
+        )
+    return [
+        policy,
         (
             f"- RL: {t.max_steps} optimizer steps × {t.prompts_per_step} prompts × group size G = {t.num_generations}, "
             f"lr {t.learning_rate}, β {t.beta}, loss `{t.loss_type}`, ≤ {t.max_tool_turns} tool turns, "
