@@ -171,6 +171,18 @@ CONFIGS: dict[str, dict] = {
         "sft.kind_shares": {"no_call": 0.25},
         SFT_MINUTES: 29.4,
     },
+    # as the committed adapter with a quarter renamed; trained by `slca sft-adapter --params <the adapter's
+    # params with sft.rename_tools 0.25> --out models/adapter-r25` (local, not committed)
+    "smollm2-sft-r25": {
+        PROFILE: "smollm2",
+        **SMOL,
+        "sft.init_adapter": "models/adapter-r25",
+        "sft.max_steps": 0,
+        "sft.n_examples": 600,
+        "sft.kind_shares": {"no_call": 0.25},
+        "sft.rename_tools": 0.25,
+        SFT_MINUTES: 0.0,
+    },
     # the committed adapter: as v2, with half the examples offering their tools under other names
     "smollm2-sft": {
         PROFILE: "smollm2",
@@ -275,6 +287,7 @@ RUN_ORDER = [
     "smollm2-sft-v1",
     "smollm2-sft-v2",
     "smollm2-sft",
+    "smollm2-sft-r25",
 ]
 
 

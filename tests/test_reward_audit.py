@@ -124,7 +124,12 @@ def test_a_judge_blind_to_the_summary_is_caught(audit_tasks, tokenizer, tmp_path
 
 
 def test_oracle_copies_what_it_observed_and_grounding_keeps_the_world_consistent(audit_tasks, tokenizer, tmp_path):
-    chain = next(t for t in audit_tasks if t["kind"] == "multi_step")
+    def computed_by_the_first_call(task):  # a value only the first response holds (an ungrounded sim invents another)
+        request = task["messages"][-1]["content"]
+        values = task["gold_steps"][1][0]["arguments"].values()
+        return any(isinstance(v, float) and not v.is_integer() and str(v) not in request for v in values)
+
+    chain = next(t for t in audit_tasks if t["kind"] == "multi_step" and computed_by_the_first_call(t))
     for grounded, expect_gold in ((True, True), (False, False)):
         params = _params(tmp_path, grounded=grounded)
         episode = run_episodes(
@@ -192,3 +197,17 @@ def test_rltr_reward_by_hand():
     assert below["rltr"] == 0.0
     broken = rltr_reward(_parsed(['<tool_call>{"name": "get_x"', "ok"]), 0.0, 0, **settings)
     assert broken["rltr"] == -1.0 and broken["rltr_format_ok"] == 0.0
+
+
+@pytest.mark.timeout(30)  # the old search counted up by one: ~10**12 steps here
+def test_a_contradicting_number_is_found_beside_numbers_too_big_for_six_digits():
+    """Fact tokens keep 6 significant digits; a 19-digit factorial must not trap the search for an absent one."""
+    from types import SimpleNamespace
+
+    from slca.rewards.facts import fact_tokens
+    from slca.rollout.scripted import _absent_number
+
+    big = 2432902008176640000  # 20!
+    episode = SimpleNamespace(tool_responses=[f'{{"factorial": {big}}}'], task={"messages": [{"content": "20!"}]})
+    value = _absent_number(episode, big + 11)
+    assert fact_tokens(value)[0] != fact_tokens(str(big))[0] and int(value) > big

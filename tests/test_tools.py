@@ -559,3 +559,21 @@ ONE_PER_CLASS = {
 def test_every_error_class_has_a_case(error_class):
     name, args = ONE_PER_CLASS[error_class]
     expect_error(execute(World(0), name, args), error_class)
+
+
+def test_quadratic_roots_lists_a_double_root_twice_and_each_root_is_an_observable_fact():
+    """Each root is its own reference fact at a response path, so a reward finds it in what was observed."""
+    from slca.rewards.facts import observed_facts
+
+    world = World(seed=7)
+    assert execute(world, "quadratic_roots", {"a": 1, "b": 2, "c": 1}).content["roots"] == [-1.0, -1.0]
+    assert execute(world, "quadratic_roots", {"a": 1, "b": 0, "c": 1}).content["roots"] == []
+    result = execute(world, "quadratic_roots", {"a": 2, "b": 4, "c": -12})
+    task = {
+        "gold_steps": [[{"name": "quadratic_roots", "arguments": {"a": 2, "b": 4, "c": -12}}]],
+        "gold_responses": [[result.content]],
+        "reference": ["-3.645751", "1.645751"],
+        "messages": [{"role": "user", "content": "roots of 2x^2 + 4x - 12"}],
+    }
+    observation = ("quadratic_roots", json.dumps(result.content))
+    assert observed_facts(task, [observation]) == ["-3.645751", "1.645751"]

@@ -173,9 +173,11 @@ def _sources(episode: Episode) -> set[str]:
 
 
 def _absent_number(episode: Episode, start: int = 4817) -> str:
-    seen, value = _sources(episode), start
+    """A number no source states. Fact tokens keep 6 significant digits (2432902008176640000 and one
+    more read alike), so the step doubles until the token changes instead of counting up by one."""
+    seen, value, step = _sources(episode), start, 1
     while fact_tokens(str(value))[0] in seen:
-        value += 1
+        value, step = value + step, step * 2
     return str(value)
 
 

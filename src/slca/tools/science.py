@@ -99,7 +99,7 @@ def quadratic_roots(world: World, args: dict) -> dict:
     if disc < 0:
         roots: list[float] = []
     elif disc == 0:
-        roots = [round(-b / (2 * a), 6)]
+        roots = [round(-b / (2 * a), 6)] * 2  # a double root, counted with its multiplicity
     else:
         root = math.sqrt(disc)
         roots = sorted(round((-b + sign * root) / (2 * a), 6) for sign in (1, -1))

@@ -166,10 +166,11 @@ def _quadratic(ctx: Ctx) -> Draw:
 
 
 def _roots(response: dict, draw: Draw) -> dict:
+    """Each root its own fact (a value the response holds, so a reward finds it in what was observed)."""
     roots = response["roots"]
     if not roots:
         raise Reject("no real roots to state")
-    return {"roots": " and ".join(num(r) for r in roots)}
+    return {"low": num(roots[0]), "high": num(roots[1])}
 
 
 QUADRATIC = ToolRecipe(
@@ -194,7 +195,11 @@ QUADRATIC = ToolRecipe(
         "Give me the roots of the equations with {items}.",
         "Quadratic roots for {items}, please.",
     ),
-    answers=("The roots are {roots}.", "It solves to x = {roots}.", "The real roots: {roots}."),
+    answers=(
+        "The roots are {low} and {high}.",
+        "It solves to x = {low} and {high}.",
+        "The real roots: {low} and {high}.",
+    ),
 )
 
 
