@@ -61,9 +61,9 @@ def test_evaluate_writes_one_report_and_logs_it(eval_setup, mlflow_store):
     metrics = saved["metrics"]
     assert metrics["indomain.n"] == 4.0
     assert 0.0 <= metrics["indomain.success"] <= 1.0
-    # gold argument values split by whether the train split holds them (both kinds occur in these tasks)
+    # gold argument values split by whether the train split holds them (a kind absent from these tasks has no key)
     values = saved["indomain"]["metrics"]
-    assert values["values_seen"] + values["values_heldout"] > 0
+    assert values.get("values_seen", 0.0) + values.get("values_heldout", 0.0) > 0
     assert any(0.0 <= metrics.get(f"indomain.arg_match_{kind}", -1) <= 1.0 for kind in ("seen", "heldout"))
     assert set(saved["bfcl"]["accuracy"]) == {"simple_python", "irrelevance"}
     assert "bfcl.overall_accuracy_non_live" in metrics
