@@ -20,7 +20,7 @@ import json
 import random
 import re
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 #: the task fields a rewrite touches (everything the dialogue shows after the system prompt)
@@ -109,12 +109,22 @@ def copy_augmented(task: Mapping[str, Any], rng: random.Random) -> dict[str, Any
     return out
 
 
-def augment_tasks(tasks: list[Mapping[str, Any]], fraction: float, seed: int) -> list[Mapping[str, Any]]:
-    """The tasks with a seeded `fraction` of them copy-augmented (same order, same count)."""
+def rewrite_share(
+    tasks: list[Mapping[str, Any]],
+    fraction: float,
+    stream: str,
+    rewrite: Callable[[Mapping[str, Any], random.Random], dict[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The tasks with a seeded `fraction` of them rewritten (same order, same count); `stream` seeds it."""
     if fraction <= 0:
         return list(tasks)
-    rng = random.Random(f"copy-augment-{seed}")
-    return [copy_augmented(task, rng) if rng.random() < fraction else task for task in tasks]
+    rng = random.Random(stream)
+    return [rewrite(task, rng) if rng.random() < fraction else task for task in tasks]
+
+
+def augment_tasks(tasks: list[Mapping[str, Any]], fraction: float, seed: int) -> list[Mapping[str, Any]]:
+    """The tasks with a seeded `fraction` of them copy-augmented (same order, same count)."""
+    return rewrite_share(tasks, fraction, f"copy-augment-{seed}", copy_augmented)
 
 
 # ---- tool-name augmentation ----
@@ -183,7 +193,4 @@ def rename_augmented(task: Mapping[str, Any], rng: random.Random) -> dict[str, A
 
 def rename_tasks(tasks: list[Mapping[str, Any]], fraction: float, seed: int) -> list[Mapping[str, Any]]:
     """The tasks with a seeded `fraction` of them offering their tools under new names (same order, count)."""
-    if fraction <= 0:
-        return list(tasks)
-    rng = random.Random(f"rename-augment-{seed}")
-    return [rename_augmented(task, rng) if rng.random() < fraction else task for task in tasks]
+    return rewrite_share(tasks, fraction, f"rename-augment-{seed}", rename_augmented)
