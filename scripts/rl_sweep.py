@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slca.train import START_CACHE_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "models" / "rl_sweep"
 RESULTS = ROOT / "reports" / "rl_sweep"
@@ -105,6 +107,8 @@ def run_one(regime: str, name: str) -> int:
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
         "TOKENIZERS_PARALLELISM": "false",
         "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}",
+        # every row starts from the same SFT checkpoint: its step-0 validation is evaluated once
+        START_CACHE_ENV: os.environ.get(START_CACHE_ENV, str(ROOT / "models" / "val_start")),
     }
     out.mkdir(parents=True, exist_ok=True)
     reg.results.mkdir(parents=True, exist_ok=True)
@@ -125,6 +129,19 @@ def single(regime: str, name: str) -> None:
     reg = REGIMES[regime]
     result = run_config(load_params(ROOT / "params.yaml"), name, reg.configs[name], OUT / regime, N_VAL, reg.results)
     print(json.dumps({"name": name, "minutes": result["minutes"], **result["delta"]}))
+
+
+def stale_rows(reg: Regime, names: list[str]) -> list[str]:
+    """The saved rows whose SFT start (`sft_start`, a digest of models/sft) is not the current one."""
+    from slca.train.val_curve import checkpoint_digest
+
+    saved = {
+        n: json.loads((reg.results / f"{n}.json").read_text()) for n in names if (reg.results / f"{n}.json").exists()
+    }
+    if not any("sft_start" in row for row in saved.values()):
+        return []
+    current = checkpoint_digest(ROOT / "models" / "sft")[:16]
+    return sorted(n for n, row in saved.items() if row.get("sft_start", current) != current)
 
 
 def report() -> None:
@@ -170,6 +187,12 @@ def main() -> int:
         if not (ROOT / "models" / "sft" / "model.safetensors").exists():
             parser.error("no SFT checkpoint at models/sft: run `slca synthesize && slca sft` first")
         todo = [n for n in names if args.rerun or not (reg.results / f"{n}.json").exists()]
+        stale = stale_rows(reg, [n for n in reg.configs if n not in todo])
+        if stale and todo:
+            parser.error(
+                f"{stale} trained from another SFT start than models/sft: a regime's rows share one start; "
+                "rerun them with --rerun --only ... or delete their results"
+            )
         print(f"{len(todo)} of {len(names)} configurations to run: {todo}", flush=True)
         if args.parallel > 1:
             os.environ["OMP_NUM_THREADS"] = "1"

@@ -11,6 +11,8 @@ import yaml
 
 from slca.config import Params
 from slca.eval.experiment_report import (
+    collect,
+    compute_line,
     paired_bootstrap,
     steps_to_threshold,
     write_experiment_report,
@@ -22,7 +24,9 @@ from slca.experiment import (
     job_hash,
     jobs_for,
     read_spec,
+    run_job,
 )
+from slca.runinfo import update_runinfo
 
 KINDS = ("single", "parallel", "no_call")
 
@@ -112,6 +116,9 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     for job in upstream + runs:
         job.stamp.parent.mkdir(parents=True, exist_ok=True)
         job.stamp.write_text(json.dumps({"hash": job_hash(job)}))
+        for output in job.outputs:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.touch()
     changed = write_spec(
         tmp_path,
         overrides={
@@ -125,6 +132,37 @@ def test_a_changed_setting_reruns_only_the_jobs_it_affects(tmp_path):
     assert all(is_done(job) for job in upstream2)  # data and SFT do not depend on train.*
     assert runs2[0].name == "evaluate-sft" and is_done(runs2[0])  # nor does the SFT start's evaluation
     assert not any(is_done(job) for job in runs2[1:])
+
+
+def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(tmp_path):
+    """Stamps, evaluation reports and history copies are what a session commits; models/ is local."""
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    upstream, runs = jobs_for(groups, tmp_path / "stamps")
+    job = runs[1]
+    assert job.name == "main/slca-s0"
+    folder, kept = job.history
+    folder.mkdir(parents=True)
+    rows = [{"step": 0, "val/success": 0.25}, {"step": 5, "val/success": 0.5}]
+    (folder / "metrics_history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    update_runinfo(folder, mlflow_run_id="abc123")
+    job.commands = []  # the train and evaluate commands stand done; the driver's own bookkeeping runs
+    run_job(job, tmp_path / "logs", {"OMP_NUM_THREADS": "1"}, lanes=2)
+    stamp = json.loads(job.stamp.read_text())
+    assert stamp["lanes"] == 2 and stamp["threads"] == 1 and stamp["hash"] == job_hash(job)
+    assert kept.read_text() == (folder / "metrics_history.jsonl").read_text()
+    assert not is_done(job)  # no evaluation report yet: a stamp alone is not a finished run
+    fake_eval(Path(groups[0].params.eval.out_dir) / "slca-s0.json", "slca", 0, [1.0, 0.0])
+    assert is_done(job)
+    for path in sorted(folder.rglob("*"), reverse=True):  # a fresh clone: no models/
+        path.unlink() if path.is_file() else path.rmdir()
+    assert is_done(job)
+    assert not is_done(upstream[1])  # the SFT checkpoint is local: it is made again
+    (history,) = collect(groups[0].params)["runs"]["slca"]
+    assert [row["val/success"] for row in history["history"]] == [0.25, 0.5]
+    assert json.loads(kept.with_suffix(".runinfo.json").read_text())["mlflow_run_id"] == "abc123"
+    line = compute_line([stamp, {"seconds": 60.0, "lanes": 1}, {"seconds": 30.0}])
+    assert "job-minutes in all; 1 of 3 jobs ran alone (one lane), 1 side by side in lanes, 1 unrecorded" in line
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):

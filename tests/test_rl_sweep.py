@@ -82,3 +82,11 @@ def test_markdown_states_the_start_each_gain_and_the_choice():
     )
     assert "step-0 evaluation is identical" in text and "- **base**: a note" in text
     assert "No configuration has been run yet." in markdown([], "cmd")
+
+
+def test_minutes_of_a_row_whose_start_was_cached_are_marked():
+    cached = {**_record("lr1e-4", 0.01, 0.0, 20.0), "start_cached": True}
+    text = markdown([_record("lr1e-5", 0.0, 0.0, 24.0), cached], "cmd")
+    assert "| 24.0 (1) |" in text and "| 20.0* (1) |" in text
+    assert "Minutes marked * leave out the step-0 evaluation" in text
+    assert "Minutes marked" not in markdown([_record("lr1e-5", 0.0, 0.0, 24.0)], "cmd")

@@ -25,8 +25,10 @@ from safetensors.torch import load_file
 from slca import dashboard_data, dashboard_groups
 from slca.config import dump_params, load_params
 from slca.runinfo import read_runinfo
+from slca.train import START_CACHE_ENV
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
+from slca.train.val_curve import ValidationCurve, adapters_are_zero
 from tests.conftest import wait_for_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,6 +228,47 @@ def test_learning_curve_is_logged_at_step_0_every_k_and_the_last(workspace, mlfl
     bias_kinds = {key.rsplit(".", 1)[1] for row in rows for key in row if key.startswith("credit/segbias/")}
     task_kinds = {json.loads(line)["kind"] for line in (workspace / "data" / "train.jsonl").read_text().splitlines()}
     assert bias_kinds and bias_kinds <= task_kinds, (bias_kinds, task_kinds)
+
+
+def test_step_0_validation_is_evaluated_once_per_sft_start(workspace, mlflow_store, monkeypatch, tmp_path):
+    """With the start cache set, runs from one SFT start that differ only in RL knobs share step 0's numbers."""
+    monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
+    monkeypatch.setenv(START_CACHE_ENV, str(tmp_path / "cache"))
+    val = workspace / "data" / "val.jsonl"
+    val.write_text((workspace / "data" / "train.jsonl").read_text())
+    evaluated: list[int] = []
+    evaluate = ValidationCurve.evaluate
+    monkeypatch.setattr(ValidationCurve, "evaluate", lambda self, step: evaluated.append(step) or evaluate(self, step))
+    mlflow.set_tracking_uri(mlflow_store)
+
+    def curve(name: str, estimator: str, **train) -> dict[int, dict]:
+        knobs = {"max_steps": 1, "num_generations": 2, "max_completion_length": 24, "val_every": 1, "val_tasks": 3}
+        params = small_params(workspace, **{**knobs, **train, "out_dir": str(tmp_path / name)})
+        run_train(params, estimator, seed=0)
+        rows = (tmp_path / name / f"{estimator}-s0" / "metrics_history.jsonl").read_text().splitlines()
+        return {row["step"]: row for row in map(json.loads, rows) if "val/success" in row}
+
+    first = curve("a", "slca")
+    second = curve("b", "grpo", learning_rate=1e-2)  # another estimator and lr: the same start
+    assert evaluated == [0, 1, 1]  # step 0 once, each run's last step its own
+    assert (first[0]["val/start_cached"], second[0]["val/start_cached"]) == (0.0, 1.0)
+    shared = [k for k in first[0] if k.startswith("val/") and k != "val/start_cached"]
+    assert len(shared) >= 5 and all(first[0][k] == second[0][k] for k in shared)
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 1
+    curve("c", "slca", max_tool_turns=1)  # a knob the evaluation reads: its own entry
+    assert evaluated == [0, 1, 1, 0, 1]
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 2
+
+
+def test_adapters_are_zero_only_while_every_lora_b_is():
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model = inject_adapter_in_model(
+        LoraConfig(r=2, target_modules=["q_proj"]), torch.nn.ModuleDict({"q_proj": torch.nn.Linear(4, 4)})
+    )
+    assert adapters_are_zero(model)
+    next(p for name, p in model.named_parameters() if "lora_B" in name).data[0, 0] = 1e-3
+    assert not adapters_are_zero(model)
 
 
 def test_gdpo_is_a_dvc_matrix_item_whose_command_trains_from_the_slca_cli(workspace, mlflow_store, tmp_path):

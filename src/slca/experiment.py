@@ -5,8 +5,12 @@ ablations; this driver turns it into one params file per group, runs the pipelin
 commands (`slca synthesize`, `calibrate`, `sft`, `train`, `evaluate`, each a finished MLflow run)
 and writes `reports/experiment.md`. Independent train→evaluate jobs run side by side in
 `lanes` processes (one torch thread each), which on 2 cores beats one job on two threads.
-A finished job leaves a stamp with the hash of its params; a rerun skips it, so an interrupted
-experiment resumes where it stopped and a changed setting reruns exactly what it affects.
+A finished job leaves a stamp with the hash of its params (and its seconds, threads and lanes);
+a rerun skips a job whose stamp matches and whose outputs are there, so an interrupted experiment
+resumes where it stopped and a changed setting reruns exactly what it affects. The stamps, the
+evaluation reports and a copy of each run's training history (`reports/<name>/<group>/history/`)
+are small and meant to be committed as items land: a fresh clone then reruns only the upstream
+jobs (data, SFT: their outputs are local) and the runs that have no committed report.
 
     slca experiment                        # = make experiment
     slca experiment --report-only          # rebuild the report from finished runs
@@ -54,6 +58,8 @@ class Job:
     params: Params
     stamp: Path
     deps: list[str] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)  # all present, with a matching stamp: done
+    history: tuple[Path, Path] | None = None  # (the run's folder, where its history copy is kept)
 
 
 def apply_overrides(params: Params, overrides: Mapping[str, Any], source: str) -> Params:
@@ -168,8 +174,16 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
             main.params,
             stamps / "data.json",
             ["data", "simulator", "calibration", "audit", "rewards", "project"],
+            [Path(main.params.data.out_dir) / f"{split}.jsonl" for split in ("train", "val", "test")],
         ),
-        Job("sft", [["slca", "sft", *p]], main.params, stamps / "sft.json", ["data", "policy", "sft", "project"]),
+        Job(
+            "sft",
+            [["slca", "sft", *p]],
+            main.params,
+            stamps / "sft.json",
+            ["data", "policy", "sft", "project"],
+            [Path(main.params.sft.out_dir) / "config.json"],
+        ),
     ]
     # the SFT start's evaluation needs only the checkpoint: it takes the first lane beside the runs
     runs = [
@@ -188,6 +202,7 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
                 "train.max_tool_turns",
                 "train.temperature",
             ],
+            [Path(main.params.eval.out_dir) / "sft.json"],
         ),
     ]
     for group in groups:
@@ -206,6 +221,8 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
                         group.params,
                         stamps / group.name / f"{run}.json",
                         ["data", "policy", "sft", "train", "credit", "rewards", "simulator", "eval", "project"],
+                        [Path(group.params.eval.out_dir) / f"{run}.json", history_copy(group.params, run)],
+                        (Path(group.params.train.out_dir) / run, history_copy(group.params, run)),
                     )
                 )
     return upstream, runs
@@ -225,11 +242,36 @@ def job_hash(job: Job) -> str:
     return hashlib.sha256(json.dumps([job.commands, deps], sort_keys=True).encode()).hexdigest()[:16]
 
 
+def history_copy(params: Params, run: str) -> Path:
+    """Where a run's training history is kept beside its evaluation report (committed with it)."""
+    return Path(params.eval.out_dir).parent / "history" / f"{run}.jsonl"
+
+
 def is_done(job: Job) -> bool:
-    return job.stamp.exists() and json.loads(job.stamp.read_text()).get("hash") == job_hash(job)
+    if not job.stamp.exists() or json.loads(job.stamp.read_text()).get("hash") != job_hash(job):
+        return False
+    return all(path.exists() for path in job.outputs)
 
 
-def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
+def keep_history(job: Job) -> None:
+    """Copy a finished run's metrics_history.jsonl, with its MLflow run id, to the committed report folder."""
+    if job.history is None:
+        return
+    from slca.runinfo import read_runinfo
+
+    folder, target = job.history
+    source = folder / "metrics_history.jsonl"
+    if not source.exists():
+        raise ExperimentError(f"job {job.name} finished without a training history at {source}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run_id = str(read_runinfo(folder).get("mlflow_run_id", ""))
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    tmp.replace(target)
+    target.with_suffix(".runinfo.json").write_text(json.dumps({"mlflow_run_id": run_id}) + "\n", encoding="utf-8")
+
+
+def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> float:
     """Run a job's commands in order; raises ExperimentError naming its log on failure."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{job.name.replace('/', '__')}.log"
@@ -244,8 +286,16 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str]) -> float:
                 tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
                 raise ExperimentError(f"job {job.name} failed at `{' '.join(command)}`: {tail[0]} (log: {log})")
     seconds = time.perf_counter() - started
+    keep_history(job)
     job.stamp.parent.mkdir(parents=True, exist_ok=True)
-    job.stamp.write_text(json.dumps({"hash": job_hash(job), "seconds": round(seconds, 1)}))
+    stamp = {
+        "hash": job_hash(job),
+        "seconds": round(seconds, 1),
+        "threads": int(env.get("OMP_NUM_THREADS", "0") or 0),
+        "lanes": lanes,  # 1: the driver ran nothing beside it
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    job.stamp.write_text(json.dumps(stamp, sort_keys=True) + "\n")
     return seconds
 
 
@@ -284,8 +334,12 @@ def run_experiment(
     timings: dict[str, float] = {}
     if not report_only:
         lanes = int(lanes or spec.get("lanes", 2))
-        alone = {**os.environ, "OMP_NUM_THREADS": str(max(1, os.cpu_count() or 1))}
-        shared = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        from slca.train import START_CACHE_ENV
+
+        # the runs of a group share their SFT start: its step-0 validation is evaluated once (val_curve)
+        cache = {START_CACHE_ENV: os.environ.get(START_CACHE_ENV, str((root / "models" / "val_start").resolve()))}
+        alone = {**os.environ, **cache, "OMP_NUM_THREADS": str(max(1, os.cpu_count() or 1))}
+        shared = {**os.environ, **cache, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
         todo = [job for job in upstream + runs if not is_done(job)]
         with Progress() as progress:
             bar = progress.add_task(f"{name}: {len(todo)} of {len(upstream) + len(runs)} jobs to run", total=len(todo))
@@ -294,9 +348,11 @@ def run_experiment(
                     timings[job.name] = run_job(job, logs, alone)
                     progress.advance(bar)
             pending = [job for job in runs if job in todo]
+            side_by_side = min(lanes, len(pending))
 
             def one(job: Job) -> None:
-                timings[job.name] = run_job(job, logs, shared if lanes > 1 else alone)
+                env = shared if side_by_side > 1 else alone
+                timings[job.name] = run_job(job, logs, env, side_by_side)
                 progress.advance(bar)
 
             with ThreadPoolExecutor(max(1, lanes)) as pool:

@@ -172,9 +172,16 @@ def fmt(mean: float, std: float | None = None, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def history_path(params: Any, run: str) -> Path:
+    """A run's training history: in its run folder, else the copy the experiment driver keeps (committed)."""
+    live = Path(params.train.out_dir) / run / "metrics_history.jsonl"
+    kept = Path(params.eval.out_dir).parent / "history" / f"{run}.jsonl"
+    return live if live.exists() or not kept.exists() else kept
+
+
 def collect(params: Any) -> dict[str, Any]:
     """Every run's evaluation report, summary and training history, by estimator."""
-    eval_dir, train_dir = Path(params.eval.out_dir), Path(params.train.out_dir)
+    eval_dir = Path(params.eval.out_dir)
     runs: dict[str, list[dict[str, Any]]] = {}
     missing: list[str] = []
     for estimator in params.train.estimators:
@@ -184,7 +191,7 @@ def collect(params: Any) -> dict[str, Any]:
                 missing.append(run_label(estimator, seed))
                 continue
             report = load_eval(path)
-            history = read_history(train_dir / run_label(estimator, seed) / "metrics_history.jsonl")
+            history = read_history(history_path(params, run_label(estimator, seed)))
             runs.setdefault(estimator, []).append(
                 {"seed": seed, "report": report, "summary": run_summary(report), "history": history}
             )
@@ -479,10 +486,33 @@ def mlflow_runs(params: Any) -> list[tuple[str, str, str]]:
     out = []
     for estimator in params.train.estimators:
         for seed in params.train.seeds:
-            run_id = str(read_runinfo(Path(params.train.out_dir) / run_label(estimator, seed)).get("mlflow_run_id", ""))
-            status = client.get_run(run_id).info.status if run_id else "missing"
-            out.append((run_label(estimator, seed), run_id, status))
+            run = run_label(estimator, seed)
+            run_id = str(read_runinfo(Path(params.train.out_dir) / run).get("mlflow_run_id", ""))
+            kept = history_path(params, run).with_suffix(".runinfo.json")
+            if not run_id and kept.exists():  # a run of an earlier session: its id was kept with its history
+                run_id = str(json.loads(kept.read_text()).get("mlflow_run_id", ""))
+            out.append((run, run_id, _status(client, run_id)))
     return out
+
+
+def _status(client: Any, run_id: str) -> str:
+    if not run_id:
+        return "missing"
+    try:
+        return str(client.get_run(run_id).info.status)
+    except Exception:  # noqa: BLE001 - a run tracked in another session's store
+        return "not in this tracking store"
+
+
+def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
+    """Job-minutes in all and how many jobs ran alone (one lane) or side by side, from the jobs' stamps."""
+    total = sum(float(stamp.get("seconds", 0.0)) for stamp in stamps)
+    known = [stamp for stamp in stamps if "lanes" in stamp]
+    alone = sum(1 for stamp in known if int(stamp["lanes"]) <= 1)
+    where = f"{alone} of {len(stamps)} jobs ran alone (one lane), {len(known) - alone} side by side in lanes" + (
+        f", {len(stamps) - len(known)} unrecorded" if len(known) < len(stamps) else ""
+    )
+    return f"- Compute: {total / 60:.1f} job-minutes in all; {where} (side by side, wall time is less than the sum)."
 
 
 def configuration(params: Any) -> list[str]:
@@ -661,10 +691,7 @@ def write_experiment_report(
         *configuration(main.params),
     ]
     if stamps is not None and stamps.exists():
-        total = sum(json.loads(p.read_text()).get("seconds", 0.0) for p in stamps.rglob("*.json"))
-        lines.append(
-            f"- Compute: {total / 60:.1f} job-minutes in all (jobs ran side by side in lanes; wall time is less)."
-        )
+        lines.append(compute_line([json.loads(p.read_text()) for p in sorted(stamps.rglob("*.json"))]))
     lines += [f"- Note: {note}" for note in notes]
     if data["missing"]:
         lines += [

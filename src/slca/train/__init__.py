@@ -8,6 +8,9 @@ stage's `slca.train.convert`) does not load the policy stack.
 
 from typing import Any
 
+#: a folder for cached step-0 validations of the learning curve (`slca.train.val_curve`); unset: none
+START_CACHE_ENV = "SLCA_VAL_START_CACHE"
+
 __all__ = [
     "CHAT_TEMPLATE",
     "SPECIAL_TOKENS",

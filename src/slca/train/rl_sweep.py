@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from slca.config import Params, with_overrides
-from slca.train.val_curve import CURVE_METRICS
+from slca.train.val_curve import CURVE_METRICS, checkpoint_digest
 
 #: a configuration key that is not a param: the estimator its run trains (default slca)
 ESTIMATOR = "sweep.estimator"
@@ -91,12 +91,17 @@ def run_config(
     minutes = (time.perf_counter() - started) / 60
     folder = Path(run.train.out_dir) / f"{estimator}-s0"
     start, end, step = curve_ends(folder / HISTORY_FILE)
+    rows = [json.loads(line) for line in (folder / HISTORY_FILE).read_text(encoding="utf-8").splitlines() if line]
+    first = next((row for row in rows if row.get("step") == 0 and "val/success" in row), {})
     train = run.train
     record = {
         "name": name,
         "estimator": estimator,
         "overrides": dict(overrides),
         "minutes": round(minutes, 2),
+        # step 0 read from the start cache: `minutes` leaves out that evaluation (the first row paid it)
+        "start_cached": bool(first.get("val/start_cached", 0.0)),
+        "sft_start": checkpoint_digest(run.sft.out_dir)[:16],
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0),
         "n_val": n_val,
         "steps": step,
@@ -199,7 +204,7 @@ def markdown(
                     r["estimator"],
                     *(str(r["setting"][k]) for k in KNOBS.values()),
                     str(r["rollouts"]),
-                    f"{r['minutes']:.1f} ({r['threads']})",
+                    f"{r['minutes']:.1f}{'*' if r.get('start_cached') else ''} ({r['threads']})",
                     reward,
                     *(_signed(r["delta"][m]) if m in r["delta"] else "—" for m in metrics),
                 ]
@@ -214,6 +219,11 @@ def markdown(
             "(one SFT checkpoint, greedy decoding)."
         ),
     ]
+    if any(r.get("start_cached") for r in results):
+        lines.append(
+            "Minutes marked * leave out the step-0 evaluation: it was read from the start cache "
+            "(`SLCA_VAL_START_CACHE`), evaluated once by the first row from this checkpoint."
+        )
     for name, note in notes.items():
         if any(r["name"] == name for r in results):
             lines.append(f"- **{name}**: {note}")
