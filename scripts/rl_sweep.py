@@ -64,6 +64,13 @@ REGIMES: dict[str, Regime] = {
             "t0.7-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "train.temperature": 0.7},
             "grpo-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "sweep.estimator": "grpo"},
         },
+        {
+            "lr1e-4": (
+                "its minutes ran with diagnostic generation probes (one thread, lowest priority) on the cores for "
+                "about 15 of them, and include the step-0 evaluation (the first row from this SFT start). The "
+                "gain is mostly the summary (R_sum +0.091) with tool quality flat; no-call accuracy 1.00 → 0.75."
+            ),
+        },
     ),
     "tiny": Regime(
         "the from-scratch tiny policy (previous regime)",

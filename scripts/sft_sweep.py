@@ -248,8 +248,9 @@ NOTES = {
         "irrelevance 0.4). The next adapter renames the offered tools in half its examples."
     ),
     "smollm2-sft-v3": (
-        "the third adapter (committed until r25 replaced it): v2's recipe with half the examples offering their tools under other names "
-        "(sft.rename_tools 0.5); 27.1 minutes alone. BFCL (`/tmp` script, 35 cases, greedy): names copied from "
+        "the third adapter (committed until r25 replaced it): v2's recipe with half the examples offering "
+        "their tools under other names (sft.rename_tools 0.5); 27.1 minutes alone. BFCL (`/tmp` script, "
+        "35 cases, greedy): names copied from "
         "the offer, non-live 0.35 (simple_python 1.0, multiple 0.8, parallel 0.0, parallel_multiple 0.2; "
         "irrelevance 0.2). The cost is in-domain tool choice among distractors: validation multiple-kind "
         "Name-F1 0.35 against v2's 0.67 (10 tasks; it calls kinetic_energy for a GCD request), multi_step "

@@ -161,8 +161,12 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     (history,) = collect(groups[0].params)["runs"]["slca"]
     assert [row["val/success"] for row in history["history"]] == [0.25, 0.5]
     assert json.loads(kept.with_suffix(".runinfo.json").read_text())["mlflow_run_id"] == "abc123"
+    assert "sft_start" not in stamp  # no SFT checkpoint here to read
     line = compute_line([stamp, {"seconds": 60.0, "lanes": 1}, {"seconds": 30.0}])
     assert "job-minutes in all; 1 of 3 jobs ran alone (one lane), 1 side by side in lanes, 1 unrecorded" in line
+    assert "SFT start" not in line
+    assert "one SFT start (checkpoint digest `ab`)" in compute_line([{"sft_start": "ab"}, {"sft_start": "ab"}])
+    assert "**The jobs read 2 different SFT starts**" in compute_line([{"sft_start": "ab"}, {"sft_start": "cd"}])
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):
@@ -410,20 +414,23 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     assert "| main | slca | — | 1.500 | -0.200 | — | 0.000 |" in text
 
 
-def test_the_headline_spec_trains_five_estimators_with_at_least_1500_rollouts_each(tmp_path):
+def test_the_headline_spec_trains_smollm2_five_estimators_400_rollouts_each_on_150_test_tasks(tmp_path):
     from slca.config import load_params
 
     repo = Path(__file__).resolve().parents[1]
     spec = repo / "experiments" / "headline.yaml"
     groups = build_groups(read_spec(spec), load_params(repo / "params.yaml"), tmp_path, str(spec))
-    main = groups[0].params.train
-    assert main.estimators == ["slca", "grpo", "gdpo", "toolpo", "rltr"] and len(main.seeds) >= 3
+    main = groups[0].params
+    assert main.policy.base_gguf and "SmolLM2" in main.policy.base_gguf and main.sft.init_adapter
+    assert main.train.estimators == ["slca", "grpo", "gdpo", "toolpo", "rltr"] and len(main.train.seeds) >= 3
+    assert main.eval.n_test >= 150 and main.eval.tau2.enabled and len(main.eval.bfcl.categories) == 7
     for group in groups:
         train = group.params.train
-        assert train.max_steps * train.prompts_per_step * train.num_generations >= 1500, group.name
+        assert train.max_steps * train.prompts_per_step * train.num_generations >= 400, group.name
+        assert group.params.eval.n_test >= 150, group.name
     noise = {
-        g.params.rewards.summary_noise: g.params.train.estimators
-        for g in groups
-        if not g.params.credit.abstain_in_tool_baseline
+        g.params.rewards.summary_noise: g.params.train for g in groups if not g.params.credit.abstain_in_tool_baseline
     }
-    assert set(noise) == {0.0, 0.3, 0.6} and all({"slca", "gdpo", "grpo"} <= set(e) for e in noise.values())
+    assert set(noise) == {0.0, 0.3, 0.6}
+    for sigma, train in noise.items():
+        assert {"slca", "gdpo", "grpo"} <= set(train.estimators) and len(train.seeds) >= 2, sigma

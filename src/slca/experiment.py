@@ -295,6 +295,11 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
         "lanes": lanes,  # 1: the driver ran nothing beside it
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    start = Path(job.params.sft.out_dir)
+    if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment
+        from slca.train.val_curve import checkpoint_digest
+
+        stamp["sft_start"] = checkpoint_digest(start)[:16]
     job.stamp.write_text(json.dumps(stamp, sort_keys=True) + "\n")
     return seconds
 

@@ -512,7 +512,13 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
     where = f"{alone} of {len(stamps)} jobs ran alone (one lane), {len(known) - alone} side by side in lanes" + (
         f", {len(stamps) - len(known)} unrecorded" if len(known) < len(stamps) else ""
     )
-    return f"- Compute: {total / 60:.1f} job-minutes in all; {where} (side by side, wall time is less than the sum)."
+    line = f"- Compute: {total / 60:.1f} job-minutes in all; {where} (side by side, wall time is less than the sum)."
+    starts = sorted({str(stamp["sft_start"]) for stamp in stamps if "sft_start" in stamp})
+    if len(starts) == 1:
+        line += f" Every evaluated job read one SFT start (checkpoint digest `{starts[0]}`)."
+    elif starts:
+        line += f" **The jobs read {len(starts)} different SFT starts** (checkpoint digests {', '.join(starts)})."
+    return line
 
 
 def configuration(params: Any) -> list[str]:
