@@ -72,6 +72,7 @@ def test_groups_share_one_sft_checkpoint_and_keep_their_runs_apart(tmp_path):
     assert noisy.params.rewards.summary_noise == 0.3 and main.params.rewards.summary_noise == 0.0
     upstream, runs = jobs_for(groups, tmp_path / "stamps")
     assert [job.name for job in upstream] == ["data", "sft"]
+    assert [command[1] for command in upstream[1].commands] == ["base", "sft"]  # a fresh clone converts the base
     assert runs[0].name == "evaluate-sft"  # needs only the checkpoint: it runs in a lane beside the RL jobs
     assert len(runs) == 1 + 2 * 2 * 2
     assert runs[1].commands[0][:5] == ["slca", "train", "--estimator", "slca", "--seed"]

@@ -178,7 +178,8 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
         ),
         Job(
             "sft",
-            [["slca", "sft", *p]],
+            # the pretrained base (converted from its installed package; the tiny policy needs none), then SFT
+            [["slca", "base", *p], ["slca", "sft", *p]],
             main.params,
             stamps / "sft.json",
             ["data", "policy", "sft", "project"],
