@@ -174,8 +174,9 @@ def fmt(mean: float, std: float | None = None, digits: int = 3) -> str:
 
 def history_path(params: Any, run: str) -> Path:
     """A run's training history: in its run folder, else the copy the experiment driver keeps (committed)."""
-    live = Path(params.train.out_dir) / run / "metrics_history.jsonl"
-    kept = Path(params.eval.out_dir).parent / "history" / f"{run}.jsonl"
+    from slca.experiment import history_copy
+
+    live, kept = Path(params.train.out_dir) / run / "metrics_history.jsonl", history_copy(params, run)
     return live if live.exists() or not kept.exists() else kept
 
 
