@@ -43,17 +43,19 @@ class Regime:
     gguf: bool = True  # the policy is converted from a GGUF (params.policy.base_gguf set)
 
 
-# SmolLM2: params.yaml's RL (G 8, 1 prompt a step, T 1.0, 2 tool turns, LoRA on the merged SFT
-# start) for 50 steps, 400 rollouts a row (the experiment's per-run budget); lr is the knob that matters
+# SmolLM2: params.yaml's RL (G 8, 1 prompt a step, T 1.0, 2 tool turns of up to 192 tokens, LoRA on the
+# merged SFT start) for 50 steps, 400 rollouts a row (the experiment's per-run budget)
 SMOL = {"train.max_steps": 50}
+OLD_TURN = {"train.max_completion_length": 128}  # the first rows' budget, before it held every gold turn
 TINY = {"train.max_steps": 188}  # 1,504 rollouts: 2 prompts × G 4 × 188 steps
 REGIMES: dict[str, Regime] = {
     "smollm2": Regime(
         "SmolLM2-135M-Instruct (the default policy)",
         RESULTS / "smollm2",
         {
-            "lr1e-4": {**SMOL, "train.learning_rate": 1e-4},
-            "lr3e-4": {**SMOL, "train.learning_rate": 3e-4},
+            "lr1e-4": {**SMOL, **OLD_TURN, "train.learning_rate": 1e-4},
+            "lr3e-4": {**SMOL, **OLD_TURN, "train.learning_rate": 3e-4},
+            "len192-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "train.max_completion_length": 192},
             "lr1e-5": SMOL,  # make run's learning rate
             "g4p2-lr1e-4": {
                 **SMOL,
@@ -73,6 +75,12 @@ REGIMES: dict[str, Regime] = {
             "lr3e-4": (
                 "alone on the cores. Three times the step buys more summary reward (R_sum +0.177) and pays for it in "
                 "the calls (ArgMatch -0.087, Process -0.043): Success gains less than at lr 1e-4."
+            ),
+            "len192-lr1e-4": (
+                "lr1e-4 again after two changes to what a rollout sees, so its step 0 is another: turns of up to 192 "
+                "tokens (128 cut 100 of the 3,300 gold call turns of the train split, parallel requests of four long "
+                "calls) and executor error texts that name tools and parameters bare (quoted `'name'`, they were "
+                "copied into the next call as `\"name',`). The rows above ran before both."
             ),
         },
     ),

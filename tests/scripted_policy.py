@@ -97,7 +97,7 @@ class FakeSession:
             return SimpleNamespace(
                 ok=False,
                 content=None,
-                error=(f"Tool '{call.get('name')}' not found in the current available tools set."),
+                error=(f"Tool {call.get('name')} not found in the current available tools set."),
                 name=call.get("name"),
             )
         return SimpleNamespace(ok=True, content=weather(call["arguments"]["city"]), error=None, name="get_weather")

@@ -75,13 +75,23 @@ def test_markdown_states_the_start_each_gain_and_the_choice():
         {"base": "a note"},
         chosen="base",
     )
-    assert "| 100 | 0.100 | 0.500 |" in text
-    assert (
-        "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | 188 | 1504 | 9.5 (1) "
+    assert "| base, grpo-base | 100 | 0.100 | 0.500 |" in text
+    assert (  # a row recorded before its turn budget was spelled out shows "—" there
+        "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | — | 188 | 1504 | 9.5 (1) "
         "| 0.300 → 0.400 | +0.020 | -0.010 |" in text
     )
     assert "step-0 evaluation is identical" in text and "- **base**: a note" in text
     assert "No configuration has been run yet." in markdown([], "cmd")
+
+
+def test_rows_from_different_step_0_evaluations_each_show_their_own():
+    moved = _record("len192", 0.05, 0.0, 30.0)
+    moved["start"] = {"success": 0.2, "process": 0.6}
+    moved["setting"] = {**moved["setting"], "len": 192}
+    text = markdown([_record("base", 0.02, -0.01, 9.5), moved], "cmd")
+    assert "| base | 100 | 0.100 | 0.500 |" in text and "| len192 | 100 | 0.200 | 0.600 |" in text
+    assert "| 2 | 192 | 188 |" in text
+    assert "step-0 evaluations are 2 different ones" in text and "identical" not in text
 
 
 def test_minutes_of_a_row_whose_start_was_cached_are_marked():

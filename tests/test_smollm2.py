@@ -98,3 +98,35 @@ def test_bf16_generation_masks_the_padding_of_shorter_prompts(smollm2_dir):
         return [t.ids for t in generator.generate(new_episodes(tasks, tokenizer, 1), [6, 6], 0)]
 
     assert turns(tokenizer.pad_token_id) == turns(1000)
+
+
+def test_gold_turn_tokens_count_the_turn_the_template_writes(smollm2_dir):
+    from policy_fixtures import parallel_task
+
+    from slca.rollout.chat import gold_turn_tokens
+
+    _, tokenizer = load_policy(None, _params(smollm2_dir))
+    for task in (single_task(0), parallel_task(1)):
+        _, turn = _call_turn(tokenizer, task)
+        generated = turn[: turn.index(tokenizer.convert_tokens_to_ids("<|im_end|>")) + 1]  # generation stops there
+        assert gold_turn_tokens([task], tokenizer) == [len(generated)]
+
+
+def test_the_default_turn_budget_holds_every_gold_call_turn(smollm2_dir):
+    """A budget below the longest gold turn cuts those calls mid-JSON: at 128 tokens, 100 of 3,300 training turns
+    (parallel requests of four long calls) could not be written, and a cut call counts as malformed."""
+    from slca.config import apply_profile
+    from slca.data.synthesis import synthesize
+    from slca.rollout.chat import budget_shortfall, gold_turn_tokens
+
+    params = apply_profile(Params(), "smollm2")
+    data = params.data.model_copy(update={"n_train": 1500, "n_val": 0, "n_test": 300})
+    rows = synthesize(data, seed=0)
+    tasks = rows["train"] + rows["test"]
+    _, tokenizer = load_policy(None, _params(smollm2_dir))
+    lengths = gold_turn_tokens(tasks, tokenizer)
+    assert max(lengths) > 128  # the case the budget must hold exists in the data
+    assert budget_shortfall(tasks, tokenizer, params.train.max_completion_length) is None
+    line = budget_shortfall(tasks, tokenizer, 128)
+    assert line is not None and line.startswith("train.max_completion_length 128 cuts ")
+    assert f"the longest is {max(lengths)} tokens" in line

@@ -225,9 +225,9 @@ def test_missing_required_message(name):
     required = TOOLS[name]["parameters"]["required"]
     args = {k: v for k, v in examples_by_name()[name].items() if k not in required}
     msg = expect_error(execute(World(0), name, args), "missing_required")
-    assert msg == f"Tool '{name}' missing required parameters: {required}"
+    assert msg == f"Tool {name} missing required parameters: {', '.join(required)}"
     one = {k: v for k, v in examples_by_name()[name].items() if k != required[-1]}
-    assert execute(World(0), name, one).error == f"Tool '{name}' missing required parameters: {[required[-1]]}"
+    assert execute(World(0), name, one).error == f"Tool {name} missing required parameters: {required[-1]}"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -237,7 +237,33 @@ def test_unexpected_argument(name):
     assert "bogus_flag" in msg and name in msg
 
 
+QUOTE = re.compile(r"(?<!\w)'|'(?!\w)")  # an apostrophe that is not inside a word ("customer's")
 WRONG_TYPE = {"string": 123, "integer": "7", "number": "7.5", "boolean": "yes", "array": "a,b", "object": "x"}
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if examples_by_name()[n]])
+def test_error_texts_never_quote_with_apostrophes(name):
+    """Errors reach the policy inside JSON; `'account_id'` there is copied into the next call as `"account_id',`
+    (the SFT policy did so in half its malformed calls), so names, paths and values stand bare."""
+    args = examples_by_name()[name]
+    key = next(iter(args))
+    kind = TOOLS[name]["parameters"]["properties"][key]["type"]
+    required = TOOLS[name]["parameters"]["required"]
+    bad = [
+        {**args, key: WRONG_TYPE[kind]},
+        {**args, "colour": "red"},
+        {k: v for k, v in args.items() if k not in required},
+        [1, 2],
+    ]
+    errors = [execute(World(0), name, arguments).error for arguments in bad]
+    errors += [execute(World(0), f"{name}_v2", args).error]
+    assert all(error and not QUOTE.search(error) for error in errors[:2] + errors[3:]), errors
+    assert not required or not QUOTE.search(errors[2])
+    world = World(0)
+    lookups = [("get_balance", {"account_id": "ACC-99999"}), ("get_forecast", {"city": "Atlantis", "days": 2})]
+    for tool, arguments in lookups:
+        result = execute(world, tool, arguments)
+        assert not result.ok and not QUOTE.search(result.error), result.error
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if examples_by_name()[n]])
@@ -246,7 +272,7 @@ def test_wrong_type(name):
     key = next(iter(args))
     kind = TOOLS[name]["parameters"]["properties"][key]["type"]
     msg = expect_error(execute(World(0), name, {**args, key: WRONG_TYPE[kind]}), "type")
-    assert f"'{key}'" in msg and kind in msg
+    assert f"parameter {key} " in msg and kind in msg
 
 
 def first_param(name: str, test) -> str | None:
@@ -272,7 +298,7 @@ def test_range_violation(name):
 def test_format_violation(name):
     key = first_param(name, lambda p: "format" in p or "pattern" in p)
     msg = expect_error(execute(World(0), name, {**examples_by_name()[name], key: "31/12/2025 ??"}), "format")
-    assert f"'{key}'" in msg and "31/12/2025" in msg
+    assert f"parameter {key} " in msg and "31/12/2025" in msg
 
 
 def test_nested_and_array_errors():
@@ -297,10 +323,10 @@ def test_unknown_tool_and_odd_inputs():
     world = World(0)
     assert (
         expect_error(execute(world, "teleport", {}), "unknown_tool")
-        == "Tool 'teleport' not found in the current available tools set."
+        == "Tool teleport not found in the current available tools set."
     )
     assert execute(world, None, {}).error_class == "unknown_tool"
-    assert expect_error(execute(world, "get_balance", [1, 2]), "type").startswith("Tool 'get_balance' arguments")
+    assert expect_error(execute(world, "get_balance", [1, 2]), "type").startswith("Tool get_balance arguments")
     assert execute(world, "list_weather_alerts", None).ok
     assert execute(world, "get_balance", None).error_class == "missing_required"
     assert validate_arguments(TOOLS["get_forecast"], {"city": "Lima", "days": 2}) is None

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from slca import dashboard_data, dashboard_groups
 from slca.config import dump_params, load_params
 from slca.runinfo import read_runinfo
-from slca.train import START_CACHE_ENV
+from slca.train import START_CACHE_ENV, val_curve
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
 from slca.train.val_curve import ValidationCurve, adapters_are_zero
@@ -258,6 +258,11 @@ def test_step_0_validation_is_evaluated_once_per_sft_start(workspace, mlflow_sto
     curve("c", "slca", max_tool_turns=1)  # a knob the evaluation reads: its own entry
     assert evaluated == [0, 1, 1, 0, 1]
     assert len(list((tmp_path / "cache").glob("*.json"))) == 2
+    # edited evaluation code (an error text, a reward) under the same params: step 0 is evaluated again
+    monkeypatch.setattr(val_curve, "evaluation_code_digest", lambda: "edited")
+    curve("d", "slca")
+    assert evaluated == [0, 1, 1, 0, 1, 0, 1]
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 3
 
 
 def test_adapters_are_zero_only_while_every_lora_b_is():

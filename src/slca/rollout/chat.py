@@ -93,3 +93,30 @@ def render_prompt(task: Mapping[str, Any], tokenizer: Any) -> str:
     from slca.rollout.chat_format import render
 
     return render(tokenizer, task["messages"], task.get("tools"), tokenize=False, add_generation_prompt=True)
+
+
+def gold_turn_tokens(tasks: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[int]:
+    """Tokens of every gold tool-call turn: one step's `<tool_call>` blocks as the policy writes them, plus the
+    end-of-turn token. A turn budget (`train.max_completion_length`) below the longest cuts those turns short,
+    and a cut call is malformed however right its start."""
+    lengths = []
+    for task in tasks:
+        for step in task.get("gold_steps") or []:
+            if step:
+                text = "\n".join(
+                    tool_call_text(call["name"], shortest_numbers(dict(call.get("arguments") or {}))) for call in step
+                )
+                lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1)
+    return lengths
+
+
+def budget_shortfall(tasks: Sequence[Mapping[str, Any]], tokenizer: Any, budget: int) -> str | None:
+    """One line naming how many gold tool-call turns `budget` tokens cannot hold; None when it holds them all."""
+    lengths = gold_turn_tokens(tasks, tokenizer)
+    over = sum(length > budget for length in lengths)
+    if not over:
+        return None
+    return (
+        f"train.max_completion_length {budget} cuts {over} of {len(lengths)} gold tool-call turns short "
+        f"(the longest is {max(lengths)} tokens); raise it to at least {max(lengths)}"
+    )

@@ -156,17 +156,17 @@ def _name_and_arguments(call: dict, max_chars: int, max_depth: int) -> ParsedCal
         kind = "array" if isinstance(arguments, list) else type(arguments).__name__
         return ToolResult.failure(
             "malformed",
-            (f"Tool '{clip(name)}' arguments must be a JSON object of parameter names to values, got {kind}."),
+            (f"Tool {clip(name)} arguments must be a JSON object of parameter names to values, got {kind}."),
             name,
         )
     try:
         size = len(canonical_json(arguments))
     except (TypeError, ValueError):
-        return ToolResult.failure("malformed", f"Tool '{clip(name)}' arguments are not JSON values.", name)
+        return ToolResult.failure("malformed", f"Tool {clip(name)} arguments are not JSON values.", name)
     if size > max_chars:
         return ToolResult.failure(
             "too_large",
-            (f"Tool '{clip(name)}' arguments are too large ({size} characters; the limit is {max_chars})."),
+            (f"Tool {clip(name)} arguments are too large ({size} characters; the limit is {max_chars})."),
             name,
         )
     return ParsedCall(name, arguments)

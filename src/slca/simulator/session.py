@@ -50,7 +50,7 @@ def dispatch(
     spec = specs.get(parsed.name)
     if spec is None:
         return ToolResult.failure(
-            "unknown_tool", f"Tool '{clip(parsed.name, 80)}' not found in the current available tools set.", parsed.name
+            "unknown_tool", f"Tool {clip(parsed.name, 80)} not found in the current available tools set.", parsed.name
         )
     try:
         return backend.respond(spec, parsed.arguments, state, knobs)
@@ -58,7 +58,7 @@ def dispatch(
         return ToolResult(
             False,
             None,
-            (f"Tool '{spec.name}' could not be simulated ({type(error).__name__})."),
+            (f"Tool {spec.name} could not be simulated ({type(error).__name__})."),
             "backend",
             spec.name,
             "backend",

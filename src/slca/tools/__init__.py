@@ -113,7 +113,7 @@ def execute(world: World, name: Any, arguments: Any) -> ExecResult:
     except ToolError as exc:
         return ExecResult(False, error=exc.message, error_class=exc.error_class)
     except Exception as exc:  # noqa: BLE001  an executor bug must not crash a rollout; report it as a failed call
-        return ExecResult(False, error=f"Tool '{name}' could not process the request: {exc}", error_class="conflict")
+        return ExecResult(False, error=f"Tool {name} could not process the request: {exc}", error_class="conflict")
 
 
 # which entity_pools() kinds each domain's tasks draw on

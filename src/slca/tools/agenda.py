@@ -78,7 +78,7 @@ def check_slot(world: World, day: str, start: int, duration: int, skip: str = ""
     for e in day_events(world, day, skip):
         if start < minutes(e["end_time"]) and minutes(e["start_time"]) < start + duration:
             raise conflict(
-                f"Overlaps '{e['title']}' ({e['event_id']}) from {e['start_time']} to "
+                f"Overlaps {e['title']} ({e['event_id']}) from {e['start_time']} to "
                 f"{e['end_time']} on {day}; pick another time or use find_free_slots."
             )
 

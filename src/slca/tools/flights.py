@@ -82,7 +82,7 @@ BOOKING = obj(
 def airport(code: str) -> tuple:
     if code not in CITY_BY_CODE:
         raise ToolError(
-            "not_found", (f"No airport found with code {code!r}. Use search_airports to find a city's IATA code.")
+            "not_found", (f"No airport found with code {code}. Use search_airports to find a city's IATA code.")
         )
     return CITY_BY_CODE[code]
 

@@ -103,26 +103,23 @@ def evaluate(node: ast.AST) -> float:
 def calculate(world: World, args: dict) -> dict:
     text = args["expression"]
     if "\x00" in text:
-        raise ToolError("format", "Tool 'calculate' parameter 'expression' must not contain null bytes")
+        raise ToolError("format", "Tool calculate parameter expression must not contain null bytes")
     try:
         tree = ast.parse(text.replace("^", "**"), mode="eval")
         value = float(evaluate(tree))
     except (SyntaxError, TypeError, RecursionError) as exc:
         raise ToolError(
             "format",
-            (
-                f"Tool 'calculate' parameter 'expression' must be an arithmetic "
-                f"expression like '(2 + 3) * 4', got {text!r}"
-            ),
+            (f"Tool calculate parameter expression must be an arithmetic expression like (2 + 3) * 4, got {text}"),
         ) from exc
     except ZeroDivisionError as exc:
-        raise conflict(f"Division by zero in {text!r}.") from exc
+        raise conflict(f"Division by zero in {text}.") from exc
     except OverflowError as exc:
-        raise conflict(f"The result of {text!r} is too large.") from exc
+        raise conflict(f"The result of {text} is too large.") from exc
     except ValueError as exc:  # math domain errors such as sqrt(-1) or log(0)
-        raise conflict(f"{text!r} is undefined: {exc}.") from exc
+        raise conflict(f"{text} is undefined: {exc}.") from exc
     if not math.isfinite(value):
-        raise conflict(f"The result of {text!r} is not a finite real number.")
+        raise conflict(f"The result of {text} is not a finite real number.")
     return {"expression": text, "result": round(value, args.get("precision", 6))}
 
 

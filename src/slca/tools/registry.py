@@ -26,7 +26,7 @@ class ToolError(Exception):
 def not_found(kind: str, value: Any, hint: str = "") -> ToolError:
     """An unknown identifier, phrased so a model learns where valid ids come from."""
     tail = f" {hint}" if hint else ""
-    return ToolError("not_found", f"No {kind} found with id {value!r}.{tail}")
+    return ToolError("not_found", f"No {kind} found with id {value}.{tail}")
 
 
 def conflict(message: str) -> ToolError:

@@ -51,12 +51,22 @@ _JSON_TYPE = {
 _VALIDATORS: dict[int, tuple[dict, Draft202012Validator]] = {}
 
 
+def names(items: list[str]) -> str:
+    """Parameter or field names for an error text, bare and comma-separated.
+
+    Error texts reach the policy inside a JSON tool response; a name quoted Python-style
+    (`'account_id'`) is copied into the next call as `"account_id',` and breaks its JSON, so
+    tool-facing texts never quote names.
+    """
+    return ", ".join(str(item) for item in items)
+
+
 def missing_required_message(name: str, missing: list[str]) -> str:
-    return f"Tool '{name}' missing required parameters: {missing}"
+    return f"Tool {name} missing required parameters: {names(missing)}"
 
 
 def unknown_tool_message(name: Any) -> str:
-    return f"Tool '{name}' not found in the current available tools set."
+    return f"Tool {name} not found in the current available tools set."
 
 
 def validate_arguments(tool_schema: dict, arguments: Any) -> tuple[str, str] | None:
@@ -67,7 +77,7 @@ def validate_arguments(tool_schema: dict, arguments: Any) -> tuple[str, str] | N
         arguments = {}
     if not isinstance(arguments, dict):
         return "type", (
-            f"Tool '{name}' arguments must be a JSON object of parameter names to "
+            f"Tool {name} arguments must be a JSON object of parameter names to "
             f"values, got {json_type(arguments)} {show(arguments)}"
         )
     missing = [k for k in parameters.get("required", []) if k not in arguments]
@@ -75,7 +85,7 @@ def validate_arguments(tool_schema: dict, arguments: Any) -> tuple[str, str] | N
         return "missing_required", missing_required_message(name, missing)
     bad_number = _non_finite(arguments)
     if bad_number is not None:
-        return "type", f"Tool '{name}' parameter '{bad_number[0]}' must be a finite number, got {bad_number[1]}"
+        return "type", f"Tool {name} parameter {bad_number[0]} must be a finite number, got {bad_number[1]}"
     errors = list(_validator(parameters).iter_errors(arguments))
     if not errors:
         return None
@@ -125,16 +135,16 @@ def show(value: Any, limit: int = 60) -> str:
 def describe(name: str, error: ValidationError) -> str:
     """One-line, fixable description of a single jsonschema error."""
     where = _path(error)
-    subject = f"Tool '{name}' parameter '{where}'" if where else f"Tool '{name}'"
+    subject = f"Tool {name} parameter {where}" if where else f"Tool {name}"
     kind, limit, got = error.validator, error.validator_value, error.instance
     if kind == "required":
         missing = [k for k in limit if isinstance(got, dict) and k not in got]
-        return f"{subject} missing required fields: {missing}"
+        return f"{subject} missing required fields: {names(missing)}"
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
         extra = sorted(k for k in got if k not in allowed) if isinstance(got, dict) else []
         noun = "parameters" if not where else "fields"
-        return f"{subject} got unexpected {noun}: {extra}; allowed {noun}: {allowed}"
+        return f"{subject} got unexpected {noun}: {names(extra)}; allowed {noun}: {names(allowed)}"
     if kind == "type":
         want = " or ".join(limit) if isinstance(limit, list) else limit
         return f"{subject} must be of type {want}, got {json_type(got)} {show(got)}"
@@ -145,8 +155,9 @@ def describe(name: str, error: ValidationError) -> str:
         want = (
             _FORMAT_HINT.get(limit, f"a valid {limit}")
             if kind == "format"
-            else error.schema.get("description") or f"a string matching {limit!r}"
+            else error.schema.get("description") or f"a string matching {limit}"
         )
+        want = want.replace("'", "")  # descriptions quote their examples ('CUS-1001'); see names()
         return f"{subject} must be {want.rstrip('.')}, got {show(got)}"
     return f"{subject} {_range_phrase(kind, limit)}, got {_range_value(kind, got)}"
 

@@ -48,7 +48,7 @@ def city_row(name: str) -> tuple:
     if row is None:
         raise ToolError(
             "not_found",
-            (f"No city found with name {name!r}. Use a major city name such as 'Lima', 'Paris' or 'Tokyo'."),
+            (f"No city found with name {name}. Use a major city name such as Lima, Paris or Tokyo."),
         )
     return row
 

@@ -40,6 +40,7 @@ KNOBS = {
     "train.prompts_per_step": "P",
     "train.temperature": "T",
     "train.max_tool_turns": "turns",
+    "train.max_completion_length": "len",
     "train.max_steps": "steps",
 }
 
@@ -172,13 +173,23 @@ def markdown(
         lines, sub = [f"## RL sweep on {title}", ""], "###"
     if not results:
         return "\n".join([*lines, "No configuration has been run yet.", ""])
-    first = results[0]
+    starts: dict[str, list[dict]] = {}  # one line per distinct step-0 evaluation, naming its rows
+    for r in results:
+        starts.setdefault(json.dumps(r["start"], sort_keys=True), []).append(r)
     lines += [
         f"{sub} SFT start (step 0, every row evaluates the same checkpoint)",
         "",
-        "| " + " | ".join(["validation tasks", *(LABELS[m] for m in metrics)]) + " |",
-        "|" + "---|" * (len(metrics) + 1),
-        "| " + " | ".join([str(first["n_val"]), *(f"{first['start'].get(m, 0.0):.3f}" for m in metrics)]) + " |",
+        "| " + " | ".join(["rows", "validation tasks", *(LABELS[m] for m in metrics)]) + " |",
+        "|" + "---|" * (len(metrics) + 2),
+        *(
+            "| "
+            + " | ".join(
+                [", ".join(r["name"] for r in rows), str(rows[0]["n_val"])]
+                + [f"{rows[0]['start'].get(m, 0.0):.3f}" for m in metrics]
+            )
+            + " |"
+            for rows in starts.values()
+        ),
         "",
         f"{sub} RL − SFT start",
         "",
@@ -202,7 +213,7 @@ def markdown(
                 [
                     f"{r['name']}{mark}",
                     r["estimator"],
-                    *(str(r["setting"][k]) for k in KNOBS.values()),
+                    *(str(r["setting"].get(k, "—")) for k in KNOBS.values()),
                     str(r["rollouts"]),
                     f"{r['minutes']:.1f}{'*' if r.get('start_cached') else ''} ({r['threads']})",
                     reward,
@@ -211,12 +222,14 @@ def markdown(
             )
             + " |"
         )
-    starts = {json.dumps(r["start"], sort_keys=True) for r in results}
     lines += [
         "",
         (
-            f"Every row's step-0 evaluation is {'identical' if len(starts) == 1 else 'NOT identical'} "
-            "(one SFT checkpoint, greedy decoding)."
+            "Every row's step-0 evaluation is identical (one SFT checkpoint, greedy decoding)."
+            if len(starts) == 1
+            else f"The rows' step-0 evaluations are {len(starts)} different ones: the SFT checkpoint is one, so "
+            "what the evaluation reads (turn budget, simulator, executors) differs between them; each row's "
+            "cells are against its own step 0 (notes below)."
         ),
     ]
     if any(r.get("start_cached") for r in results):

@@ -26,6 +26,7 @@ import math
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from slca.config import Params, load_params
+from slca.rollout.chat import budget_shortfall
 from slca.runinfo import (
     VOLATILE_STEP_METRICS,
     read_runinfo,
@@ -296,12 +298,16 @@ def build_trainer(params: Params, estimator: str, seed: int, folder: Path, callb
             read_tasks(Path(params.data.out_dir) / "val.jsonl", limit=params.train.val_tasks), params
         )
         callbacks = [curve, *callbacks]  # first, so its numbers join the step's log line before it is written
+    tasks = load_train_tasks(params)
+    shortfall = budget_shortfall(tasks, tokenizer, params.train.max_completion_length)
+    if shortfall:  # the run goes on (a user may cut on purpose); a silent cut reads as a policy that cannot call
+        warnings.warn(shortfall, stacklevel=1)
     trainer = SLCAGRPOTrainer(
         model,
         params=params,
         estimator=estimator,
         args=args,
-        train_dataset=task_dataset(load_train_tasks(params)),
+        train_dataset=task_dataset(tasks),
         processing_class=tokenizer,
         sample_sink=sample_sink,
         callbacks=callbacks,

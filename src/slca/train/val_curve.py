@@ -12,12 +12,13 @@ training metrics, as `val/<metric>`; the step-0 point is a log line of its own.
 The step-0 point is the SFT start itself (RL adds a LoRA whose B matrices are zero), the same for
 every estimator, seed and RL setting that trains from that start. With `SLCA_VAL_START_CACHE` set
 to a folder (the RL sweep and the experiment driver set it), it is computed once and read back:
-keyed by the SFT checkpoint's bytes, the tasks and every param the evaluation reads, and used only
+keyed by the SFT checkpoint's bytes, the tasks, the evaluation's source and every param it reads, and used only
 when the live policy's adapters are verifiably zero.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,12 +47,28 @@ def checkpoint_digest(folder: str | Path) -> str:
     return digest.hexdigest()
 
 
+#: packages whose code decides a step-0 validation's numbers (prompts, generation, executors, rewards)
+EVAL_PACKAGES = ("rollout", "simulator", "tools", "rewards", "data", "eval")
+
+
+@functools.cache
+def evaluation_code_digest() -> str:
+    """sha256 over the source of EVAL_PACKAGES: an edited error text or reward must not read an old entry."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for package in EVAL_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def start_key(params: Any, tasks: Sequence[Mapping[str, Any]], checkpoint: str) -> str:
-    """The cache key of a step-0 validation: checkpoint, tasks, and every param but the RL-only train knobs."""
+    """The cache key of a step-0 validation: checkpoint, tasks, the evaluation's code, and every param but the
+    RL-only train knobs."""
     raw = params.model_dump(mode="json")
     train = raw.pop("train")
     raw["train"] = {key: train[key] for key in EVAL_TRAIN_KEYS}
-    blob = json.dumps([checkpoint, list(tasks), raw], sort_keys=True, default=str)
+    blob = json.dumps([checkpoint, list(tasks), raw, evaluation_code_digest()], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
