@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ from slca.experiment import (
     run_job,
 )
 from slca.runinfo import update_runinfo
+
+REPO = Path(__file__).resolve().parents[1]
 
 KINDS = ("single", "parallel", "no_call")
 
@@ -168,6 +171,11 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     assert "SFT start" not in line
     assert "one SFT start (checkpoint digest `ab`)" in compute_line([{"sft_start": "ab"}, {"sft_start": "ab"}])
     assert "**The jobs read 2 different SFT starts**" in compute_line([{"sft_start": "ab"}, {"sft_start": "cd"}])
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO, check=True)
+    assert stamp["commit"] == head.stdout.strip() and isinstance(stamp["src_modified"], bool)  # the code it ran
+    assert "Code: commit `a1`." in compute_line([{"commit": "a1"}, {"commit": "a1"}])
+    two = compute_line([{"commit": "a1"}, {"commit": "b2", "src_modified": True}])
+    assert "Code: commits `a1`, `b2`, 1 job(s) with uncommitted changes under src/." in two
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):
@@ -435,3 +443,60 @@ def test_the_headline_spec_trains_smollm2_five_estimators_400_rollouts_each_on_1
     assert set(noise) == {0.0, 0.3, 0.6}
     for sigma, train in noise.items():
         assert {"slca", "gdpo", "grpo"} <= set(train.estimators) and len(train.seeds) >= 2, sigma
+
+
+def _dotted(tree: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "tiny":
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.slow
+def test_make_experiment_runs_every_job_for_real_then_resumes_without_rerunning(tmp_path, mlflow_store, monkeypatch):
+    """The driver end to end on the tiny policy: data → base → SFT → the SFT start's evaluation → one
+    train→evaluate run, each through the real `slca` commands; stamps, kept history and report land where
+    they are committed, and a second call (a resumed session) runs nothing."""
+    from slca.experiment import run_experiment
+    from tests.test_orchestration import TINY
+
+    overrides = _dotted({k: v for k, v in TINY.items() if k != "pipeline"})
+    overrides.update(
+        {
+            "train.estimators": ["slca"],
+            "train.seeds": [0],
+            "train.val_every": 1,
+            "train.val_tasks": 2,
+            "eval.bfcl.categories": ["irrelevance"],
+            "project.tracking_uri": mlflow_store,
+        }
+    )
+    spec = {"name": "exp", "profile": "tiny", "lanes": 1, "report": "reports/exp.md", "overrides": overrides}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(spec))
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    monkeypatch.chdir(tmp_path)  # the jobs run in the working directory, as `make experiment` does in the checkout
+    monkeypatch.setenv("SLCA_VAL_START_CACHE", str(tmp_path / "val_start"))
+
+    run_experiment(Path("exp.yaml"), Path("params.yaml"))
+    stamps = {
+        p.relative_to(tmp_path / "reports/exp/stamps").as_posix(): json.loads(p.read_text())
+        for p in (tmp_path / "reports/exp/stamps").rglob("*.json")
+    }
+    assert sorted(stamps) == ["data.json", "evaluate-sft.json", "main/slca-s0.json", "sft.json"]
+    assert all(s["lanes"] == 1 and s["seconds"] > 0 and s["commit"] for s in stamps.values())
+    assert stamps["main/slca-s0.json"]["sft_start"] == stamps["evaluate-sft.json"]["sft_start"]
+    main = tmp_path / "reports/exp/main"
+    report = json.loads((main / "eval/slca-s0.json").read_text())
+    assert report["estimator"] == "slca" and report["metrics"]["indomain.n"] == 2.0
+    history = [json.loads(line) for line in (main / "history/slca-s0.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in history if "val/success" in row] == [0, 1, 2]
+    assert (main / "eval/sft.json").exists() and (tmp_path / "reports/exp.md").exists()
+    assert "4 of 4 jobs ran alone (one lane)" in (tmp_path / "reports/exp.md").read_text()
+
+    logs = {p: p.stat().st_mtime_ns for p in (tmp_path / "reports/exp/logs").glob("*.log")}
+    run_experiment(Path("exp.yaml"), Path("params.yaml"))  # a resumed session: every job is done
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "reports/exp/logs").glob("*.log")} == logs
+    assert json.loads((tmp_path / "reports/exp/stamps/main/slca-s0.json").read_text()) == stamps["main/slca-s0.json"]

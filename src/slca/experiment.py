@@ -272,6 +272,23 @@ def keep_history(job: Job) -> None:
     target.with_suffix(".runinfo.json").write_text(json.dumps({"mlflow_run_id": run_id}) + "\n", encoding="utf-8")
 
 
+def code_version() -> dict[str, Any]:
+    """The commit a job ran at and whether src/ differed from it: an experiment spans sessions, and its
+    finished jobs are not rerun when the code moves on (their stamps hash params, not code)."""
+    package = Path(__file__).resolve().parent  # the code that runs: the checkout of an editable install
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True, check=True).stdout
+
+    try:
+        return {
+            "commit": git("rev-parse", "--short", "HEAD").strip(),
+            "src_modified": bool(git("status", "--porcelain", ".")),
+        }
+    except (OSError, subprocess.CalledProcessError):
+        return {}  # installed from a wheel: no checkout to name
+
+
 def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> float:
     """Run a job's commands in order; raises ExperimentError naming its log on failure."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -296,6 +313,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
         "lanes": lanes,  # 1: the driver ran nothing beside it
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    stamp.update(code_version())
     start = Path(job.params.sft.out_dir)
     if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment
         from slca.train.val_curve import checkpoint_digest

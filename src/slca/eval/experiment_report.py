@@ -519,6 +519,12 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
         line += f" Every evaluated job read one SFT start (checkpoint digest `{starts[0]}`)."
     elif starts:
         line += f" **The jobs read {len(starts)} different SFT starts** (checkpoint digests {', '.join(starts)})."
+    commits = sorted({str(stamp["commit"]) for stamp in stamps if stamp.get("commit")})
+    modified = sum(1 for stamp in stamps if stamp.get("src_modified"))
+    if commits:
+        line += f" Code: {'commit' if len(commits) == 1 else 'commits'} {', '.join(f'`{c}`' for c in commits)}" + (
+            f", {modified} job(s) with uncommitted changes under src/." if modified else "."
+        )
     return line
 
 
