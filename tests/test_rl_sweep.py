@@ -92,6 +92,10 @@ def test_rows_from_different_step_0_evaluations_each_show_their_own():
     assert "| base | 100 | 0.100 | 0.500 |" in text and "| len192 | 100 | 0.200 | 0.600 |" in text
     assert "| 2 | 192 | 188 |" in text
     assert "step-0 evaluations are 2 different ones" in text and "identical" not in text
+    marked = markdown([_record("base", 0.02, -0.01, 9.5), moved], "cmd", chosen="len192", superseded=("base",))
+    assert "| base (superseded) |" in marked and "| len192 (chosen) |" in marked
+    assert "Rows marked superseded ran before a change to what a rollout sees" in marked
+    assert "superseded" not in text
 
 
 def test_minutes_of_a_row_whose_start_was_cached_are_marked():

@@ -144,6 +144,7 @@ def markdown(
     notes: Mapping[str, str] | None = None,
     chosen: str | None = None,
     *,
+    superseded: Sequence[str] = (),
     title: str | None = None,
     sections: Sequence[str] = (),
 ) -> str:
@@ -205,7 +206,7 @@ def markdown(
     ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        mark = " (chosen)" if r["name"] == chosen else ""
+        mark = " (chosen)" if r["name"] == chosen else " (superseded)" if r["name"] in superseded else ""
         reward = f"{r['reward_first']:.3f} → {r['reward_last']:.3f}" if "reward_first" in r else "—"
         lines.append(
             "| "
@@ -232,6 +233,11 @@ def markdown(
             "cells are against its own step 0 (notes below)."
         ),
     ]
+    if any(r["name"] in superseded for r in results):
+        lines.append(
+            "Rows marked superseded ran before a change to what a rollout sees (notes below): kept as measured, "
+            "never chosen."
+        )
     if any(r.get("start_cached") for r in results):
         lines.append(
             "Minutes marked * leave out the step-0 evaluation: it was read from the start cache "
