@@ -84,6 +84,12 @@ REGIMES: dict[str, Regime] = {
                 "copied into the next call as `\"name',`). The rows above ran before both. 36.0 min alone, "
                 "including the step-0 evaluation (the first row of this start under the new texts and budget)."
             ),
+            "grpo-lr1e-4": (
+                "the baseline at len192-lr1e-4's setting, alone on a fresh machine, so its 48.9 min include its own "
+                "step-0 evaluation (the start's figures reproduced exactly). It gains as much on validation "
+                "(Success +0.10 against SLCA's +0.09, one task apart), more of it summary (R_sum +0.095) and less "
+                "tool (ArgMatch -0.033): the setting is not tuned to favour SLCA."
+            ),
         },
         superseded=("lr1e-4", "lr3e-4"),
     ),
