@@ -90,6 +90,13 @@ REGIMES: dict[str, Regime] = {
                 "(Success +0.10 against SLCA's +0.09, one task apart), more of it summary (R_sum +0.095) and less "
                 "tool (ArgMatch -0.033): the setting is not tuned to favour SLCA."
             ),
+            "g4p2-lr1e-4": (
+                "G 4 × 2 prompts a step, the same 400 rollouts. Its 71.2 min are NOT alone: unit tests and a type "
+                "check (lowest priority) ran beside it for about 25 of them, and gdb called malloc_trim in it every "
+                "2 min (the row before it was killed by the OOM killer; see docs/policy.md, Memory). Best on "
+                "validation so far (Success +0.12, 3 tasks above len192-lr1e-4, within the noise of 100 tasks); "
+                "t0.7-lr1e-4 and lr1e-5 are still to run before the experiment's setting is fixed."
+            ),
         },
         superseded=("lr1e-4", "lr3e-4"),
     ),

@@ -21,6 +21,7 @@ from slca.eval.experiment_report import (
 from slca.experiment import (
     ExperimentError,
     build_groups,
+    fits_budget,
     is_done,
     job_hash,
     jobs_for,
@@ -176,6 +177,23 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     assert "Code: commit `a1`." in compute_line([{"commit": "a1"}, {"commit": "a1"}])
     two = compute_line([{"commit": "a1"}, {"commit": "b2", "src_modified": True}])
     assert "Code: commits `a1`, `b2`, 1 job(s) with uncommitted changes under src/." in two
+
+
+def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    _, runs = jobs_for(groups, tmp_path / "stamps")
+    evaluate_sft, slca_s0, grpo_s0 = runs[0], runs[1], runs[2]
+    assert fits_budget(slca_s0, tmp_path / "stamps", 10_000.0, 1.0)  # nothing finished yet: no estimate, it starts
+    assert fits_budget(slca_s0, tmp_path / "stamps", 10_000.0, None)  # no budget
+    for job, seconds in ((evaluate_sft, 600.0), (slca_s0, 2400.0)):
+        job.stamp.parent.mkdir(parents=True, exist_ok=True)
+        job.stamp.write_text(json.dumps({"hash": job_hash(job), "seconds": seconds}))
+    # a run is planned at the longest finished run of any estimator; the SFT evaluation at its own time
+    assert fits_budget(grpo_s0, tmp_path / "stamps", 1200.0, 60.0)  # 20 + 40 min ends at the budget
+    assert not fits_budget(grpo_s0, tmp_path / "stamps", 1201.0, 60.0)
+    assert fits_budget(evaluate_sft, tmp_path / "stamps", 3000.0, 60.0)  # 50 + 10 min
+    assert not fits_budget(evaluate_sft, tmp_path / "stamps", 3001.0, 60.0)
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):
@@ -500,3 +518,10 @@ def test_make_experiment_runs_every_job_for_real_then_resumes_without_rerunning(
     run_experiment(Path("exp.yaml"), Path("params.yaml"))  # a resumed session: every job is done
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "reports/exp/logs").glob("*.log")} == logs
     assert json.loads((tmp_path / "reports/exp/stamps/main/slca-s0.json").read_text()) == stamps["main/slca-s0.json"]
+
+    # a session with too little time left: the run (planned at its finished time) is left for the next call
+    (tmp_path / "reports/exp/main/eval/slca-s0.json").unlink()
+    numbers = run_experiment(Path("exp.yaml"), Path("params.yaml"), budget_minutes=0.01)
+    assert numbers["deferred"] == ["main/slca-s0"]
+    assert numbers["verdict_lines"] == ["no report yet: the experiment has no slca runs to compare against"]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "reports/exp/logs").glob("*.log")} == logs

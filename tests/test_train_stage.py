@@ -47,6 +47,7 @@ LOGGED = [
     "rollout/tool_calls_per_rollout",
     "rollout/redundant_call_rate",
     "rollout/tokens_per_s",
+    "system/resident_gb",
     "throughput/tokens_per_s",
     "rollout/success",
     "rollout/reward.single",

@@ -225,16 +225,35 @@ def experiment(
     dvc_exp: Annotated[
         bool, typer.Option(help="Print each group as a `dvc exp run -S ...` command; run nothing.")
     ] = False,
+    budget_minutes: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Start no job expected (from finished jobs' stamps) to end after this many minutes; "
+            "the next call runs what is left.",
+        ),
+    ] = None,
 ) -> None:
     """The headline experiment: every estimator × seed from one SFT checkpoint, then reports/experiment.md."""
     from slca.experiment import run_experiment
 
     def _run() -> None:
-        numbers = run_experiment(spec, params, lanes=lanes, report_only=report_only, only=only or (), dvc_exp=dvc_exp)
+        numbers = run_experiment(
+            spec,
+            params,
+            lanes=lanes,
+            report_only=report_only,
+            only=only or (),
+            dvc_exp=dvc_exp,
+            budget_minutes=budget_minutes,
+        )
         for line in numbers.get("dvc_exp_commands") or []:
             typer.echo(line)
         for line in numbers.get("verdict_lines") or []:
             typer.echo(line)
+        if numbers.get("deferred"):
+            left = numbers["deferred"]
+            typer.echo(f"{len(left)} job(s) left for the next call (over the budget): {', '.join(left)}")
 
     _run_stage(_run, None)
 

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 import torch
 
+from slca.memory import release_freed_memory
 from slca.rollout.chat import prompt_messages, render_prompt, tool_content, tool_message
 from slca.rollout.chat_format import chat_format, render
 
@@ -354,6 +355,7 @@ def run_episodes(
     reward_fn: Callable[[Episode], Any] | None = None,
 ) -> list[Episode]:
     """Roll every episode to its end (see the module docstring); rewards via `reward_fn`."""
+    release_freed_memory()  # the last batch's (or training step's) freed tensors: see slca.memory
     if episodes is None:
         episodes = new_episodes(list(tasks or []), generator.tokenizer, num_samples)
     sessions = [env_factory(episode.task) for episode in episodes]

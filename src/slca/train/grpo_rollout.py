@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from slca.memory import resident_bytes
 from slca.rollout import (
     Episode,
     Turn,
@@ -146,6 +147,7 @@ def rollout_stats(episodes: Sequence[Episode], seconds: float) -> dict[str, floa
         "rollout/turns_per_rollout": sum(len(e.turns) for e in episodes) / n,
         "rollout/tokens_per_s": generated / seconds if seconds > 0 else 0.0,
         "rollout/success": sum(e.scores.get("success", 0.0) for e in episodes) / n,
+        "system/resident_gb": resident_bytes() / 2**30,  # after the rollouts, freed pages given back before them
         **per_kind_means(list(episodes)),
     }
 

@@ -1,0 +1,54 @@
+"""Give the heap's freed pages back to the system between rollouts.
+
+On CPU, PyTorch allocates activations, KV caches and gradients of a different shape every step (every
+rollout has its own length) through glibc's malloc. Freed blocks stay in the process's heap arenas, which
+fragment instead of shrinking: an RL run of SmolLM2 on 2 cores grew from 3 GB to 21.6 GB resident by
+step 33 and was killed by the kernel's OOM killer, although it held only ~3 GB of live tensors
+(`malloc_trim(0)` on the running process brought it from 13.3 GB back to 3.0 GB). The rollout engine
+calls `release_freed_memory()` before every batch of episodes, so a run's resident size stays at what it
+uses.
+
+    release_freed_memory()   # True where glibc's malloc_trim ran; a no-op elsewhere (macOS, musl, Windows)
+    resident_bytes()         # this process's resident set size now (0 where /proc is absent)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+from typing import Any
+
+__all__ = ["release_freed_memory", "resident_bytes"]
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_freed_memory() -> bool:
+    """Return free heap pages to the system (glibc `malloc_trim(0)`); False where there is no such call."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+def resident_bytes() -> int:
+    """Resident set size of this process in bytes, from /proc/self/statm (0 where it is absent)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
