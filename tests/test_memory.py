@@ -1,4 +1,4 @@
-"""Freed heap pages go back to the system before each batch of rollouts (slca.memory)."""
+"""Freed heap pages go back to the system before each batch of rollouts (slca.rollout.memory)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from slca.memory import release_freed_memory, resident_bytes
+from slca.rollout.memory import release_freed_memory, resident_bytes
 
 MB = 2**20
 

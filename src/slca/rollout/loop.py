@@ -48,9 +48,9 @@ from typing import Any, Protocol
 
 import torch
 
-from slca.memory import release_freed_memory
 from slca.rollout.chat import prompt_messages, render_prompt, tool_content, tool_message
 from slca.rollout.chat_format import chat_format, render
+from slca.rollout.memory import release_freed_memory
 
 _CLOSED_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -355,7 +355,7 @@ def run_episodes(
     reward_fn: Callable[[Episode], Any] | None = None,
 ) -> list[Episode]:
     """Roll every episode to its end (see the module docstring); rewards via `reward_fn`."""
-    release_freed_memory()  # the last batch's (or training step's) freed tensors: see slca.memory
+    release_freed_memory()  # the last batch's (or training step's) freed tensors: see slca.rollout.memory
     if episodes is None:
         episodes = new_episodes(list(tasks or []), generator.tokenizer, num_samples)
     sessions = [env_factory(episode.task) for episode in episodes]

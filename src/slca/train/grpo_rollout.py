@@ -28,7 +28,6 @@ from typing import Any
 
 import torch
 
-from slca.memory import resident_bytes
 from slca.rollout import (
     Episode,
     Turn,
@@ -41,6 +40,7 @@ from slca.rollout import (
 from slca.rollout.cached import CachedTurnGenerator
 from slca.rollout.chat_format import chat_format
 from slca.rollout.loop import call_key, new_episodes, tool_suffix_ids
+from slca.rollout.memory import resident_bytes
 
 __all__ = ["TRLTurnGenerator", "build_judge", "rollout_batch", "rollout_stats", "run_multiturn"]
 
