@@ -20,8 +20,10 @@ from typing import Any
 from slca.tracking import write_atomic
 
 FOLDER = ".runinfo"
-#: per-step trainer figures that are wall-clock measurements (kept out of metrics_history.jsonl)
-VOLATILE_STEP_METRICS = frozenset({"step_time", "throughput/tokens_per_s", "rollout/tokens_per_s"})
+#: per-step trainer figures measured off the clock or the machine (kept out of metrics_history.jsonl)
+VOLATILE_STEP_METRICS = frozenset(
+    {"step_time", "throughput/tokens_per_s", "rollout/tokens_per_s", "system/resident_gb"}
+)
 
 
 def runinfo_path(output: Path | str) -> Path:
