@@ -3,7 +3,7 @@
 On CPU, PyTorch allocates activations, KV caches and gradients of a different shape every step (every
 rollout has its own length) through glibc's malloc. Freed blocks stay in the process's heap arenas, which
 fragment instead of shrinking: an RL run of SmolLM2 on 2 cores grew from 3 GB to 21.6 GB resident by
-step 33 and was killed by the kernel's OOM killer, although it held only ~3 GB of live tensors
+step 33 and was killed by the kernel's OOM killer, although between steps it held ~3 GB
 (`malloc_trim(0)` on the running process brought it from 13.3 GB back to 3.0 GB). The rollout engine
 calls `release_freed_memory()` before every batch of episodes, so a run's resident size stays at what it
 uses.
