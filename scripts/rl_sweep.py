@@ -45,8 +45,10 @@ class Regime:
 
 
 # SmolLM2: params.yaml's RL (G 8, 1 prompt a step, T 1.0, 2 tool turns of up to 192 tokens, LoRA on the
-# merged SFT start) for 50 steps, 400 rollouts a row (the experiment's per-run budget)
-SMOL = {"train.max_steps": 50}
+# merged SFT start) for 50 steps, 400 rollouts a row (the experiment's per-run budget), in the precision
+# every row ran in (bf16 autocast, bf16 generation), pinned: params.yaml's `auto` would train in fp32 on a
+# CPU without bf16 instructions, and rows are compared with each other and with the experiment
+SMOL = {"train.max_steps": 50, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16"}
 OLD_TURN = {"train.max_completion_length": 128}  # the first rows' budget, before it held every gold turn
 TINY = {"train.max_steps": 188}  # 1,504 rollouts: 2 prompts × G 4 × 188 steps
 REGIMES: dict[str, Regime] = {

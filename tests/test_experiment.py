@@ -28,6 +28,7 @@ from slca.experiment import (
     read_spec,
     run_job,
 )
+from slca.rollout.precision import precision_summary
 from slca.runinfo import update_runinfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,6 +178,16 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     assert "Code: commit `a1`." in compute_line([{"commit": "a1"}, {"commit": "a1"}])
     two = compute_line([{"commit": "a1"}, {"commit": "b2", "src_modified": True}])
     assert "Code: commits `a1`, `b2`, 1 job(s) with uncommitted changes under src/." in two
+    # the precision `auto` resolved to on the machine that ran it, and a report that says when it differed
+    assert stamp["precision"] == precision_summary(job.params.policy)
+    assert "in every recorded job" in compute_line([stamp, stamp])
+    native = {"cpu_bf16": True, "generation_dtype": "bfloat16", "native_bf16": True}
+    emulated = {"cpu_bf16": False, "generation_dtype": "float32", "native_bf16": False}
+    mixed = compute_line([{"precision": native}, {"precision": emulated}, {"precision": emulated}])
+    assert (
+        "**Precision differed between jobs**: 1 × bf16 autocast training, bfloat16 generation (native bf16 on the "
+        "CPU); 2 × fp32 training, float32 generation (no bf16 on the CPU)." in mixed
+    )
 
 
 def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):

@@ -283,18 +283,21 @@ class PolicyParams(Section):
             "then run in bf16 mixed precision); bfloat16 loads pure bf16 weights (memory over accuracy)."
         ),
     )
-    generation_dtype: Literal["float32", "bfloat16"] = Field(
+    generation_dtype: Literal["float32", "bfloat16", "auto"] = Field(
         "float32",
         description=(
             "Weights rollouts and evaluation generate from (a copy with LoRA merged, refreshed every RL "
-            "step; training keeps `dtype`). bfloat16 halves the bytes a CPU decode step reads."
+            "step; training keeps `dtype`). bfloat16 halves the bytes a CPU decode step reads; auto = "
+            "bfloat16 where the device computes bf16 natively (CUDA with bf16, a CPU with AVX512_BF16/AMX/"
+            "Arm BF16), else float32 (slca.rollout.precision)."
         ),
     )
-    cpu_bf16: bool = Field(
+    cpu_bf16: bool | Literal["auto"] = Field(
         False,
         description=(
             "On CPU, run SFT and RL forward/backward under bf16 autocast (fp32 master weights), as CUDA "
-            "does; pays on CPUs with bf16 instructions (benchmarks/policy_cost.py)."
+            "does. Pays only on CPUs with bf16 instructions and is several times slower without them; "
+            "auto = on exactly where the CPU has them (benchmarks/policy_cost.py, slca.rollout.precision)."
         ),
     )
 

@@ -35,6 +35,7 @@ import yaml
 from pydantic import ValidationError
 
 from slca.config import Params, ParamsError, apply_profile, load_params, with_overrides
+from slca.rollout.precision import precision_summary
 
 
 class ExperimentError(RuntimeError):
@@ -337,6 +338,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     stamp.update(code_version())
+    stamp["precision"] = precision_summary(job.params.policy)  # what this machine ran `auto` precision as
     start = Path(job.params.sft.out_dir)
     if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment
         from slca.train.val_curve import checkpoint_digest

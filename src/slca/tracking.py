@@ -167,6 +167,11 @@ def stage_run(
         tags["mlflow.parentRunId"] = parent
     if os.environ.get(ITEM_FLOW_RUN_ENV):
         tags[ITEM_FLOW_RUN_TAG] = os.environ[ITEM_FLOW_RUN_ENV]
+    policy = getattr(params, "policy", None)
+    if policy is not None:  # what `auto` precision resolved to on this machine
+        from slca.rollout.precision import precision_summary
+
+        tags.update({f"slca.precision.{key}": str(value) for key, value in precision_summary(policy).items()})
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else stage, tags=tags) as run:
         if log_params:
             mlflow.log_params(flatten(log_params))

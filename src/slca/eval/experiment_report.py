@@ -525,7 +525,25 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
         line += f" Code: {'commit' if len(commits) == 1 else 'commits'} {', '.join(f'`{c}`' for c in commits)}" + (
             f", {modified} job(s) with uncommitted changes under src/." if modified else "."
         )
-    return line
+    return line + precision_clause(stamps)
+
+
+def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
+    """How the jobs computed (from their stamps): one precision, or **differed** where machines did."""
+    kinds: dict[str, int] = {}
+    for stamp in stamps:
+        p = stamp.get("precision")
+        if isinstance(p, Mapping):
+            label = (
+                f"{'bf16 autocast' if p.get('cpu_bf16') else 'fp32'} training, {p.get('generation_dtype')} "
+                f"generation ({'native' if p.get('native_bf16') else 'no'} bf16 on the CPU)"
+            )
+            kinds[label] = kinds.get(label, 0) + 1
+    if not kinds:
+        return ""
+    if len(kinds) == 1:
+        return f" Precision: {next(iter(kinds))} in every recorded job."
+    return " **Precision differed between jobs**: " + "; ".join(f"{n} × {label}" for label, n in kinds.items()) + "."
 
 
 def configuration(params: Any) -> list[str]:
@@ -537,7 +555,9 @@ def configuration(params: Any) -> list[str]:
             f"`{params.policy.chat_template}`, one SFT checkpoint (the LoRA warm-up `{params.sft.init_adapter}` merged"
             + (f", then {params.sft.max_steps} more steps" if params.sft.max_steps else "")
             + f") shared by every run; RL trains LoRA r {lora.r} (α {lora.alpha}) on it"
-            + (", bf16 autocast" if params.policy.cpu_bf16 else "")
+            + {True: ", bf16 autocast", False: ", fp32", "auto": ", bf16 autocast where the CPU has bf16 (auto)"}[
+                params.policy.cpu_bf16
+            ]
             + "."
         )
     else:

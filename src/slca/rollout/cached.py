@@ -40,6 +40,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from slca.rollout.chat_format import chat_format
 from slca.rollout.loop import Episode, Turn, tool_suffix_ids
+from slca.rollout.precision import generation_dtype
 
 # The name transformers gives a forward's KV cache, in and out: `cache` in recent 5.x releases,
 # `past_key_values` in earlier ones (5.17, say, which a GPU image may carry). Passing the other name
@@ -178,7 +179,7 @@ class GenerationCopy:
     never refreshed with `follow=False`: evaluation, whose weights do not change)."""
 
     def __init__(self, model: Any, dtype: str = "float32", *, follow: bool = True) -> None:
-        self.source, self.dtype, self.follow = model, getattr(torch, dtype), follow
+        self.source, self.dtype, self.follow = model, getattr(torch, generation_dtype(dtype)), follow
         self.lora = [
             (name, module)
             for name, module in model.named_modules()
