@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from slca.rollout.memory import release_freed_memory, resident_bytes
+from slca.rollout.memory import peak_resident_bytes, release_freed_memory, reset_peak_resident, resident_bytes
 
 MB = 2**20
 
@@ -33,3 +33,17 @@ def test_freed_heap_blocks_are_given_back_to_the_system():
 
 def test_resident_bytes_reads_this_process():
     assert resident_bytes() > 10 * MB
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="VmHWM and clear_refs are Linux's")
+def test_the_peak_covers_what_was_freed_since_and_a_reset_starts_it_again():
+    assert reset_peak_resident() is True
+    base = peak_resident_bytes()
+    block = bytearray(300 * MB)
+    block[::4096] = b"\1" * len(range(0, 300 * MB, 4096))  # every page touched
+    del block
+    release_freed_memory()
+    assert peak_resident_bytes() - base > 250 * MB  # the block is gone, its peak is not
+    assert resident_bytes() < peak_resident_bytes() - 250 * MB
+    assert reset_peak_resident() is True
+    assert peak_resident_bytes() < base + 100 * MB  # a new high-water mark: today's size, not the old peak

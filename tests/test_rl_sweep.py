@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slca.config import Params
-from slca.train.rl_sweep import choose, curve_ends, markdown, run_params
+from slca.train.rl_sweep import choose, curve_ends, exit_outcome, markdown, run_params
 
 
 def test_run_params_validate_at_step_0_and_the_end_in_their_own_folder(tmp_path):
@@ -104,3 +104,17 @@ def test_minutes_of_a_row_whose_start_was_cached_are_marked():
     assert "| 24.0 (1) |" in text and "| 20.0* (1) |" in text
     assert "Minutes marked * leave out the step-0 evaluation" in text
     assert "Minutes marked" not in markdown([_record("lr1e-5", 0.0, 0.0, 24.0)], "cmd")
+
+
+def test_a_row_process_exit_is_named_and_a_kill_names_its_signal():
+    assert exit_outcome(0) == "ok"
+    assert exit_outcome(1) == "failed (exit 1)"
+    assert exit_outcome(-9).startswith("killed by SIGKILL (the kernel's OOM killer?")
+    assert exit_outcome(-15) == "killed by SIGTERM"
+
+
+def test_a_configuration_that_ran_without_a_result_keeps_its_note_in_the_report():
+    notes = {"base": "ran alone.", "t0.7": "killed by the OOM killer after step 33."}
+    text = markdown([_record("base", 0.02, -0.01, 9.5)], "cmd", notes, title="a regime")
+    assert "- **base**: ran alone." in text
+    assert "- **t0.7** (no result): killed by the OOM killer after step 33." in text

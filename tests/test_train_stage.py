@@ -48,6 +48,7 @@ LOGGED = [
     "rollout/redundant_call_rate",
     "rollout/tokens_per_s",
     "system/resident_gb",
+    "system/peak_resident_gb",
     "throughput/tokens_per_s",
     "rollout/success",
     "rollout/reward.single",
@@ -100,6 +101,15 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         for key in LOGGED:
             steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
             assert steps and max(steps) == 3, f"{estimator}: {key} logged at {steps}"
+        resident, peak = (
+            {m.step: m.value for m in client.get_metric_history(run.info.run_id, f"system/{k}")}
+            for k in ("resident_gb", "peak_resident_gb")
+        )
+        # each step's high-water mark is at least what it held after its rollouts
+        assert all(peak[step] >= resident[step] > 0 for step in resident), (
+            resident,
+            peak,
+        )  # the step's high-water mark
         logged = client.get_run(run.info.run_id).data.metrics
         assert any(key.startswith("credit/segbias/tool_mean.") for key in logged), estimator
         samples = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}

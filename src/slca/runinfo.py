@@ -22,7 +22,7 @@ from slca.tracking import write_atomic
 FOLDER = ".runinfo"
 #: per-step trainer figures measured off the clock or the machine (kept out of metrics_history.jsonl)
 VOLATILE_STEP_METRICS = frozenset(
-    {"step_time", "throughput/tokens_per_s", "rollout/tokens_per_s", "system/resident_gb"}
+    {"step_time", "throughput/tokens_per_s", "rollout/tokens_per_s", "system/resident_gb", "system/peak_resident_gb"}
 )
 
 

@@ -12,8 +12,9 @@ a fixed `bf16` setting doubled `make run` on such a machine. `policy.cpu_bf16` a
     native_bf16()                                         # does this CPU compute bf16 natively?
 
 `auto` makes a run's numerics depend on the machine (bf16 and fp32 agree within noise, not bit for bit);
-an experiment that must compare runs made on different machines pins both settings, and every stage run
-records the resolved precision (`precision` in its run info).
+an experiment that must compare runs made on different machines pins both settings. Every stage's MLflow
+run is tagged with what they resolved to (`slca.precision.*`, `slca.tracking.stage_run`), and experiment
+stamps and RL sweep rows record `precision_summary` as `precision`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 __all__ = ["cpu_autocast_bf16", "generation_dtype", "native_bf16", "precision_summary"]
 
-# /proc/cpuinfo flags of processors with bf16 arithmetic (x86: AVX512_BF16, AVX-NE-CONVERT, AMX; Arm: BF16)
+# /proc/cpuinfo flags of processors with bf16 arithmetic (x86: AVX512_BF16, AMX-BF16; Arm: BF16)
 _BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 

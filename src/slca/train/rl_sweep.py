@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -119,6 +120,21 @@ def run_config(
     results.mkdir(parents=True, exist_ok=True)
     (results / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return record
+
+
+def exit_outcome(code: int) -> str:
+    """A row process's exit status in words; a kill names its signal (SIGKILL is most often the OOM killer,
+    which leaves no traceback in the row's log)."""
+    if code == 0:
+        return "ok"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the kernel's OOM killer? `dmesg | grep -i kill` says)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"failed (exit {code})"
 
 
 def _lookup(params: Params, dotted: str) -> Any:
@@ -245,8 +261,8 @@ def markdown(
             "Minutes marked * leave out the step-0 evaluation: it was read from the start cache "
             "(`SLCA_VAL_START_CACHE`), evaluated once by the first row from this checkpoint."
         )
-    for name, note in notes.items():
-        if any(r["name"] == name for r in results):
-            lines.append(f"- **{name}**: {note}")
+    for name, note in notes.items():  # a configuration that ran without a result (killed, failed) is named too
+        finished = any(r["name"] == name for r in results)
+        lines.append(f"- **{name}**{'' if finished else ' (no result)'}: {note}")
     lines.append("")
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from slca.config import Params, load_params
 from slca.rollout.chat import budget_shortfall
+from slca.rollout.memory import peak_resident_bytes, reset_peak_resident
 from slca.runinfo import (
     VOLATILE_STEP_METRICS,
     read_runinfo,
@@ -80,11 +81,16 @@ def numeric(logs: dict[str, Any]) -> dict[str, float]:
 
 
 class StepLogger(TrainerCallback):
-    """Per-step metrics to MLflow and to `metrics_history.jsonl`; adds training tokens/s."""
+    """Per-step metrics to MLflow and to `metrics_history.jsonl`; adds training tokens/s and the step's peak
+    resident size (`system/peak_resident_gb`: rollouts and update; slca.rollout.memory)."""
 
     def __init__(self, history: Path) -> None:
         self.history = history
         self.last_tokens: float | None = None
+        self.peak_reset = False
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self.peak_reset = reset_peak_resident()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
@@ -96,6 +102,8 @@ class StepLogger(TrainerCallback):
         if tokens is not None and self.last_tokens is not None and metrics.get("step_time", 0) > 0:
             metrics["throughput/tokens_per_s"] = (tokens - self.last_tokens) / metrics["step_time"]
         self.last_tokens = tokens
+        if self.peak_reset:
+            metrics["system/peak_resident_gb"] = peak_resident_bytes() / 2**30
         step = int(state.global_step)
         mlflow.log_metrics(metrics, step=step)
         stable, _ = split_volatile(metrics, VOLATILE_STEP_METRICS)  # wall-clock figures go to MLflow only
