@@ -49,6 +49,8 @@ LOGGED = [
     "rollout/tokens_per_s",
     "system/resident_gb",
     "system/peak_resident_gb",
+    "batch/padded_length",
+    "batch/padded_tokens",
     "throughput/tokens_per_s",
     "rollout/success",
     "rollout/reward.single",
@@ -97,6 +99,8 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
         assert not (folder / "checkpoints").exists()  # removed once the run finished
         (run,) = _runs(estimator)
         assert run.info.status == "FINISHED" and run.info.run_name == f"train-{estimator}-s1"
+        assert run.data.tags["slca.precision.cpu_bf16"] == "False"  # the tiny policy pins fp32
+        assert run.data.tags["slca.precision.generation_dtype"] == "float32"
         client = mlflow.tracking.MlflowClient()
         for key in LOGGED:
             steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
@@ -105,6 +109,11 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
             {m.step: m.value for m in client.get_metric_history(run.info.run_id, f"system/{k}")}
             for k in ("resident_gb", "peak_resident_gb")
         )
+        length, tokens = (
+            {m.step: m.value for m in client.get_metric_history(run.info.run_id, f"batch/{k}")}
+            for k in ("padded_length", "padded_tokens")
+        )
+        assert all(length[step] > 0 and tokens[step] % length[step] == 0 for step in length), (length, tokens)
         # each step's high-water mark is at least what it held after its rollouts
         assert all(peak[step] >= resident[step] > 0 for step in resident), (
             resident,

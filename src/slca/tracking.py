@@ -152,11 +152,17 @@ def pipeline_run(params: Any | None = None, name: str = "pipeline") -> Iterator[
 
 @contextlib.contextmanager
 def stage_run(
-    stage: str, params: Any | None = None, *, run_id: str | None = None, log_params: Mapping[str, Any] | None = None
+    stage: str,
+    params: Any | None = None,
+    *,
+    run_id: str | None = None,
+    log_params: Mapping[str, Any] | None = None,
+    extra_tags: Mapping[str, str] | None = None,
 ) -> Iterator[Any]:
     """Open the run of one stage, nested under the pipeline parent when there is one.
 
-    `run_id` resumes an existing run (a resumed training run continues its own MLflow run).
+    `run_id` resumes an existing run (a resumed training run continues its own MLflow run); `extra_tags`
+    are set on it (the model stages tag the precision they resolved: `slca.rollout.precision`).
     """
     import mlflow
 
@@ -167,11 +173,7 @@ def stage_run(
         tags["mlflow.parentRunId"] = parent
     if os.environ.get(ITEM_FLOW_RUN_ENV):
         tags[ITEM_FLOW_RUN_TAG] = os.environ[ITEM_FLOW_RUN_ENV]
-    policy = getattr(params, "policy", None)
-    if policy is not None:  # what `auto` precision resolved to on this machine
-        from slca.rollout.precision import precision_summary
-
-        tags.update({f"slca.precision.{key}": str(value) for key, value in precision_summary(policy).items()})
+    tags.update(extra_tags or {})
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else stage, tags=tags) as run:
         if log_params:
             mlflow.log_params(flatten(log_params))

@@ -178,6 +178,12 @@ class SegmentGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         # group statistics run in float64; the loss gets them in the dtype of TRL's own advantages (float32)
         output["advantages"] = self._segment_advantages(output).to(output["advantages"].dtype)
+        # the loss batch's padded size: its activations (and an RL step's peak memory) grow with rows x length
+        prompt, completion = output.get("prompt_ids"), output.get("completion_ids")
+        if isinstance(prompt, torch.Tensor) and isinstance(completion, torch.Tensor):
+            metrics = self._metrics["train" if self._training() else "eval"]
+            metrics["batch/padded_length"].append(float(prompt.size(1) + completion.size(1)))
+            metrics["batch/padded_tokens"].append(float(completion.size(0) * (prompt.size(1) + completion.size(1))))
         return output
 
     def _get_per_token_logps_and_entropies(

@@ -122,6 +122,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     """Evaluate `<estimator>-s<seed>`; writes reports/eval/<run>.json and returns the report."""
     from slca.eval.indomain import evaluate_policy, split_train_values
     from slca.rollout.hf import make_generate_fn
+    from slca.rollout.precision import precision_tags
     from slca.train.policy import load_policy
 
     model_dir = run_dir(params, estimator, seed)
@@ -136,7 +137,9 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         batch_size=params.eval.batch_size,
     )
 
-    with stage_run("evaluate", params, log_params={"estimator": estimator, "seed": seed}):
+    with stage_run(
+        "evaluate", params, log_params={"estimator": estimator, "seed": seed}, extra_tags=precision_tags(params.policy)
+    ):
         started = time.perf_counter()
         report: dict[str, Any] = {"run": run_name(estimator, seed), "estimator": estimator, "seed": seed}
         # argument values split into those the train split holds and held-out ones

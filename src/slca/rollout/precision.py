@@ -13,7 +13,7 @@ a fixed `bf16` setting doubled `make run` on such a machine. `policy.cpu_bf16` a
 
 `auto` makes a run's numerics depend on the machine (bf16 and fp32 agree within noise, not bit for bit);
 an experiment that must compare runs made on different machines pins both settings. Every stage's MLflow
-run is tagged with what they resolved to (`slca.precision.*`, `slca.tracking.stage_run`), and experiment
+run (sft, train, evaluate) is tagged with what they resolved to (`precision_tags`), and experiment
 stamps and RL sweep rows record `precision_summary` as `precision`.
 """
 
@@ -24,7 +24,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_autocast_bf16", "generation_dtype", "native_bf16", "precision_summary"]
+__all__ = ["cpu_autocast_bf16", "generation_dtype", "native_bf16", "precision_summary", "precision_tags"]
 
 # /proc/cpuinfo flags of processors with bf16 arithmetic (x86: AVX512_BF16, AMX-BF16; Arm: BF16)
 _BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
@@ -88,3 +88,8 @@ def precision_summary(policy: Any) -> dict[str, Any]:
         "native_bf16": native_bf16(),
         "machine": platform.machine(),
     }
+
+
+def precision_tags(policy: Any) -> dict[str, str]:
+    """`precision_summary` as MLflow tags (`slca.precision.<key>`), set on every model stage's run."""
+    return {f"slca.precision.{key}": str(value) for key, value in precision_summary(policy).items()}

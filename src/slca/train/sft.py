@@ -33,7 +33,7 @@ from trl import SFTConfig, SFTTrainer
 
 from slca.rollout.chat import gold_conversation
 from slca.rollout.chat_format import chat_format, render
-from slca.rollout.precision import cpu_autocast_bf16
+from slca.rollout.precision import cpu_autocast_bf16, precision_tags
 from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
 from slca.train.augment import augment_tasks, rename_tasks
@@ -322,7 +322,10 @@ def run_sft_adapter(params: Any, out_dir: Path) -> dict:
     """`slca sft-adapter`: the warm-up of params.sft on data/train.jsonl, saved as a LoRA adapter only."""
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
     with stage_run(
-        "sft-adapter", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}
+        "sft-adapter",
+        params,
+        log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()},
+        extra_tags=precision_tags(params.policy),
     ):
         model, _, metrics = train_sft(params, tasks)
         save_adapter(model, params, Path(out_dir), metrics)
@@ -334,7 +337,12 @@ def run_sft_adapter(params: Any, out_dir: Path) -> dict:
 def run_sft(params: Any) -> dict:
     """Stage `sft`: warm up the policy on data/train.jsonl and save it to `params.sft.out_dir`."""
     tasks = read_tasks(Path(params.data.out_dir) / "train.jsonl")
-    with stage_run("sft", params, log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()}):
+    with stage_run(
+        "sft",
+        params,
+        log_params={"sft": params.sft.model_dump(), "policy": params.policy.model_dump()},
+        extra_tags=precision_tags(params.policy),
+    ):
         model, tokenizer, metrics = train_sft(params, tasks)
         save_atomically(model, tokenizer, Path(params.sft.out_dir), metrics)
         log_metrics({key: value for key, value in metrics.items() if isinstance(value, (int, float))})

@@ -36,6 +36,7 @@ from transformers.trainer_callback import ProgressCallback
 from slca.config import Params, load_params
 from slca.rollout.chat import budget_shortfall
 from slca.rollout.memory import peak_resident_bytes, reset_peak_resident
+from slca.rollout.precision import precision_tags
 from slca.runinfo import (
     VOLATILE_STEP_METRICS,
     read_runinfo,
@@ -365,7 +366,13 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         "run_identity": identity_hash(identity),
     }
     tracking = (
-        stage_run("train", params, run_id=run_id, log_params=None if run_id else logged)
+        stage_run(
+            "train",
+            params,
+            run_id=run_id,
+            log_params=None if run_id else logged,
+            extra_tags=precision_tags(params.policy),
+        )
         if main_process
         else contextlib.nullcontext()
     )
