@@ -24,7 +24,14 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_autocast_bf16", "generation_dtype", "native_bf16", "precision_summary", "precision_tags"]
+__all__ = [
+    "cpu_autocast_bf16",
+    "generation_dtype",
+    "native_bf16",
+    "precision_summary",
+    "precision_tags",
+    "train_bf16",
+]
 
 # /proc/cpuinfo flags of processors with bf16 arithmetic (x86: AVX512_BF16, AMX-BF16; Arm: BF16)
 _BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
@@ -68,6 +75,16 @@ def cpu_autocast_bf16(setting: bool | str) -> bool:
     return bool(setting)
 
 
+def train_bf16(setting: bool | str) -> bool:
+    """Whether SFT and RL train under bf16 autocast (fp32 master weights) on this device: on CUDA wherever it
+    supports bf16, on CPU as `cpu_autocast_bf16(setting)` says."""
+    if _cuda():
+        import torch
+
+        return bool(torch.cuda.is_bf16_supported())
+    return cpu_autocast_bf16(setting)
+
+
 def generation_dtype(setting: str) -> str:
     """The dtype generation copies are cast to: `auto` = bfloat16 on a CUDA device with bf16 or on a CPU
     with native bf16, else float32."""
@@ -81,7 +98,7 @@ def generation_dtype(setting: str) -> str:
 
 
 def precision_summary(policy: Any) -> dict[str, Any]:
-    """What a run on this machine resolves `policy`'s precision settings to (recorded in run info)."""
+    """What a run on this machine resolves `policy`'s precision settings to (stamps, sweep rows, tags)."""
     return {
         "cpu_bf16": cpu_autocast_bf16(policy.cpu_bf16),
         "generation_dtype": generation_dtype(policy.generation_dtype),

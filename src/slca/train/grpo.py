@@ -40,7 +40,7 @@ from trl import GRPOConfig, GRPOTrainer
 from slca.credit import get_estimator
 from slca.credit.diagnostics import bias_by_kind, segment_normalisation_bias
 from slca.rollout.chat_format import apply_stop_ids, chat_format
-from slca.rollout.precision import cpu_autocast_bf16
+from slca.rollout.precision import train_bf16
 from slca.simulator import SimulatorSession
 from slca.simulator.endpoint import FailureBudgetExceeded
 from slca.train.grpo_rollout import run_multiturn
@@ -132,7 +132,7 @@ def grpo_config(
         "logging_steps": 1,
         "report_to": "none",
         "use_cpu": not gpu,
-        "bf16": (gpu and torch.cuda.is_bf16_supported()) or (not gpu and cpu_autocast_bf16(params.policy.cpu_bf16)),
+        "bf16": train_bf16(params.policy.cpu_bf16),
         "gradient_checkpointing": gpu and train.gradient_checkpointing,
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,

@@ -33,7 +33,7 @@ from trl import SFTConfig, SFTTrainer
 
 from slca.rollout.chat import gold_conversation
 from slca.rollout.chat_format import chat_format, render
-from slca.rollout.precision import cpu_autocast_bf16, precision_tags
+from slca.rollout.precision import precision_tags, train_bf16
 from slca.runinfo import split_volatile, update_runinfo
 from slca.tracking import log_json, log_metrics, stage_run
 from slca.train.augment import augment_tasks, rename_tasks
@@ -141,8 +141,7 @@ def sft_config(params: Any, output_dir: str) -> SFTConfig:
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
         # fp32 master weights (policy.dtype float32) with bf16 autocast on CUDA, and on CPU with policy.cpu_bf16
-        bf16=(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-        or (not torch.cuda.is_available() and cpu_autocast_bf16(params.policy.cpu_bf16)),
+        bf16=train_bf16(params.policy.cpu_bf16),
         gradient_checkpointing=False,
         max_length=sft.max_length,
         seed=params.project.seed,
