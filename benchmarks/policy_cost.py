@@ -13,17 +13,23 @@ Setups (each alone, one after the other, on the same tasks and thread count):
   - *bf16*: bf16 autocast training (`policy.cpu_bf16`), the cached generator in bf16
     (`policy.generation_dtype`), TRL's loss forward over every row;
   - *bf16-shared* (RL only): the same with the loss forward running each group's prompt once
-    (`train.share_prompt`, `slca.shared_prefix`), and *bf16-shared-p2* with two prompts a step.
+    (`train.share_prompt`, `slca.shared_prefix`), and *bf16-shared-p2* with two prompts a step;
+  - *fp32-onepass*, *fp32-passes-8k*, *fp32-passes-4k* (RL only): fp32, shared prompt, the loss batch in
+    one forward/backward or in passes of at most 8,192 / 4,096 padded tokens (`train.loss_pass_tokens`,
+    `slca.loss_passes`): the step's peak resident memory against its time.
 
 Per setup: SFT on `--sft-steps` examples (batch 1, i.e. no padding; tokens of every kind and trained
 tokens per second); `--rl-steps` SLCA-GRPO steps of P×G rollouts from `--start` (a trained SFT model
 directory, so turns have realistic lengths; default: the untrained base), the median step with how much
 of it the rollouts take (generation, tools, rewards) and the rest (TRL's loss forward/backward and
-update); greedy in-domain evaluation of `--eval-tasks` test tasks with the real executors, tasks/min.
+update), the largest per-step peak resident size (Linux VmHWM, reset at each step) and padded loss
+batch; greedy in-domain evaluation of `--eval-tasks` test tasks with the real executors, tasks/min.
 Ratios against each family's *before* are printed at the end.
 
     python benchmarks/policy_cost.py --start models/sft                # all setups
     python benchmarks/policy_cost.py --only tiny --only smollm2-bf16
+    python benchmarks/policy_cost.py --start models/sft --max-completion-length 192 \
+        --only smollm2-fp32-onepass --only smollm2-fp32-passes-4k       # memory against time
 """
 
 from __future__ import annotations
@@ -79,12 +85,32 @@ SETUPS: dict[str, dict[str, Any]] = {
         "policy.cpu_bf16": False,
         "policy.generation_dtype": "float32",
         "train.rollout_generator": "cached",
+        "train.loss_pass_tokens": None,
     },
-    "smollm2-bf16": {**BF16, "train.share_prompt": False},
+    "smollm2-bf16": {**BF16, "train.share_prompt": False, "train.loss_pass_tokens": None},
     # RL only (SFT and evaluation as smollm2-bf16): the loss forward with each group's prompt run once
-    "smollm2-bf16-shared": {**BF16, "train.share_prompt": True, RL_ONLY: True},
+    "smollm2-bf16-shared": {**BF16, "train.share_prompt": True, "train.loss_pass_tokens": None, RL_ONLY: True},
     # ... and two prompts a step (P 2 x G 8): decoding 16 rows costs little more than 8
-    "smollm2-bf16-shared-p2": {**BF16, "train.share_prompt": True, "train.prompts_per_step": 2, RL_ONLY: True},
+    "smollm2-bf16-shared-p2": {
+        **BF16,
+        "train.share_prompt": True,
+        "train.prompts_per_step": 2,
+        "train.loss_pass_tokens": None,
+        RL_ONLY: True,
+    },
+    # fp32, shared prompt: the loss batch in one pass, or in passes under a token budget (slca.loss_passes)
+    **{
+        f"smollm2-fp32-{name}": {
+            **SMOLLM2,
+            "policy.cpu_bf16": False,
+            "policy.generation_dtype": "float32",
+            "train.rollout_generator": "cached",
+            "train.share_prompt": True,
+            "train.loss_pass_tokens": budget,
+            RL_ONLY: True,
+        }
+        for name, budget in (("onepass", None), ("passes-8k", 8192), ("passes-4k", 4096))
+    },
 }
 
 
@@ -120,6 +146,7 @@ def sft_cost(params: Params, tasks: list[dict[str, Any]], steps: int) -> dict[st
 def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     from transformers import TrainerCallback
 
+    from slca.rollout.memory import peak_resident_bytes, reset_peak_resident
     from slca.train.grpo import SLCAGRPOTrainer, grpo_config, task_dataset
     from slca.train.policy import load_policy
 
@@ -149,13 +176,16 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
     class Clock(TrainerCallback):
         def __init__(self) -> None:
             self.seconds: list[float] = []
+            self.peaks: list[float] = []
             self.began = 0.0
 
         def on_step_begin(self, *_: Any, **__: Any) -> None:
+            reset_peak_resident()
             self.began = time.perf_counter()
 
         def on_step_end(self, *_: Any, **__: Any) -> None:
             self.seconds.append(time.perf_counter() - self.began)
+            self.peaks.append(peak_resident_bytes() / 2**30)
 
     model, tokenizer = load_policy(start, params)
     calling = [task for task in tasks if task["gold_steps"]]
@@ -194,6 +224,9 @@ def rl_cost(params: Params, start: Path, tasks: list[dict[str, Any]], steps: int
         "rl_generated_tokens_per_rollout": round(
             statistics.mean(r.get("completions/mean_length", 0.0) for r in logs), 1
         ),
+        "rl_peak_resident_gb": round(max(clock.peaks), 2),
+        "rl_max_padded_tokens": max(int(r.get("batch/padded_tokens", 0)) for r in logs),
+        "rl_max_loss_passes": max(int(r.get("batch/loss_passes", 1)) for r in logs),
     }
 
 
@@ -237,6 +270,7 @@ def main() -> int:
     parser.add_argument("--sft-steps", type=int, default=8)
     parser.add_argument("--rl-steps", type=int, default=3)
     parser.add_argument("--eval-tasks", type=int, default=16)
+    parser.add_argument("--max-completion-length", type=int, default=128, help="Tokens a turn may generate.")
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument(
         "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
@@ -255,7 +289,7 @@ def main() -> int:
         "sft.kind_shares": None,
         "train.prompts_per_step": 1,
         "train.num_generations": 8,
-        "train.max_completion_length": 128,
+        "train.max_completion_length": args.max_completion_length,
         "eval.n_test": args.eval_tasks,
         "eval.pass_k": 1,
     }

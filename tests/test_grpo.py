@@ -119,6 +119,7 @@ def test_tool_response_tokens_get_zero_gradient(setup, trainer, share_prompt, mo
     _, tasks = setup
     trainer.estimator = "slca"
     monkeypatch.setattr(trainer, "share_prompt", share_prompt)
+    monkeypatch.setattr(trainer, "loss_pass_tokens", None)  # one forward for the hook below to see
     batch = generation_batch(trainer, tasks)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which is not running here
     trainer.model.zero_grad()
@@ -283,3 +284,38 @@ def test_run_stops_when_the_llm_simulator_keeps_falling_back(setup):
     with pytest.raises(FailureBudgetExceeded, match=r"of the last 2 calls \(100% > simulator\.llm_fallback_budget"):
         generation_batch(trainer, tasks)
     assert trainer._metrics["train"]["simulator/fallback_rate"] == [1.0]
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo"])
+def test_a_batch_split_into_loss_passes_gives_the_one_pass_loss_and_gradient(setup, trainer, loss_type, monkeypatch):
+    """`train.loss_pass_tokens` under the batch's padded size: the loss runs in passes (a group split across
+    two of them here), each back-propagated; the summed loss and every gradient equal the one-pass ones."""
+    _, tasks = setup
+    trainer.estimator = "slca"
+    monkeypatch.setattr(trainer, "loss_type", loss_type)
+    batch = generation_batch(trainer, tasks, n_prompts=2)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which is not running here
+    rows, width = batch["completion_ids"].size(0), batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+    assert batch.get("ref_per_token_logps") is not None  # beta 0.05: the KL term's columns are cut too
+
+    def run(budget):
+        monkeypatch.setattr(trainer, "loss_pass_tokens", budget)
+        trainer.model.zero_grad(set_to_none=True)
+        trainer._metrics["train"].clear()
+        loss = trainer.compute_loss(trainer.model, batch)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+        return float(loss), grads, trainer._metrics["train"]["batch/loss_passes"]
+
+    one_loss, one_grads, one_passes = run(None)
+    budget = width * (trainer.num_generations - 1)  # under one group: its rows go in two passes
+    split_loss, split_grads, passes = run(budget)
+    assert one_passes == [] and passes[0] >= 3, passes  # no budget: nothing logged; 2 groups, each split
+    assert rows * width > budget
+    assert split_loss == pytest.approx(one_loss, rel=1e-5, abs=1e-7)
+    assert split_grads.keys() == one_grads.keys() and one_grads
+    for name, grad in one_grads.items():
+        assert torch.allclose(split_grads[name], grad, atol=1e-6, rtol=1e-4), name
+    assert any(float(g.abs().sum()) > 0 for g in one_grads.values())
+    _, _, within = run(rows * width)  # the batch fits: one pass
+    assert within == [1.0]

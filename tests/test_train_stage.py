@@ -51,6 +51,7 @@ LOGGED = [
     "system/peak_resident_gb",
     "batch/padded_length",
     "batch/padded_tokens",
+    "batch/loss_passes",
     "throughput/tokens_per_s",
     "rollout/success",
     "rollout/reward.single",
@@ -84,7 +85,8 @@ def _runs(estimator: str) -> list:
 
 def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monkeypatch):
     monkeypatch.setattr(SLCAGRPOTrainer, "_generate_single_turn", _scripted)
-    params = small_params(workspace, max_steps=3, sample_every=2, num_generations=2)
+    # a loss budget under one row: every step's loss runs in one pass a row (slca.loss_passes)
+    params = small_params(workspace, max_steps=3, sample_every=2, num_generations=2, loss_pass_tokens=1)
     start_weights = load_file(str(workspace / "sft" / "model.safetensors"))
     mlflow.set_tracking_uri(mlflow_store)
     for estimator in ("slca", "grpo", "gdpo", "toolpo", "rltr"):
@@ -114,6 +116,8 @@ def test_each_estimator_trains_and_logs_to_mlflow(workspace, mlflow_store, monke
             for k in ("padded_length", "padded_tokens")
         )
         assert all(length[step] > 0 and tokens[step] % length[step] == 0 for step in length), (length, tokens)
+        passes = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "batch/loss_passes")}
+        assert all(passes[step] == tokens[step] / length[step] for step in passes), (passes, tokens, length)
         # each step's high-water mark is at least what it held after its rollouts
         assert all(peak[step] >= resident[step] > 0 for step in resident), (
             resident,

@@ -415,6 +415,17 @@ class TrainParams(Section):
             "KV cache (slca.shared_prefix; same log-probs and gradients); false: TRL's forward over every row."
         ),
     )
+    loss_pass_tokens: int | None = Field(
+        2048,
+        ge=1,
+        description=(
+            "Most padded tokens (rows x (prompt + completion) width) one forward/backward of the RL loss "
+            "holds: a larger batch runs in passes of whole prompt groups (a group is split only when it alone "
+            "is larger), each pass cut at its own longest completion, gradients summed (the one-pass gradient; "
+            "slca.loss_passes). Bounds an RL step's activation memory (~3.5 MB a computed token for SmolLM2 in "
+            "fp32 on CPU) and, on CPU, is faster than one large pass (benchmarks/loss_memory.py). null = one pass."
+        ),
+    )
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM in-process or trl vllm-serve.")
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0, le=1, description="GPU memory share vLLM may take in colocate mode."

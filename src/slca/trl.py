@@ -28,7 +28,8 @@ environment class's name for its `get_reward`. `toolpo` and `rltr` read one more
 (`extra_rewards={"call_accuracy": ..., "rltr_reward": ...}`). `trainer.last_credit` holds the last
 batch's advantages and masks; `sample_sink(step, sample)` receives per-token samples in the
 format `slca dashboard` shows (see `samples_folder_sink`). The loss forward runs each group's shared
-prompt once (`slca.shared_prefix`; `share_prompt=False` gives TRL's own forward).
+prompt once (`slca.shared_prefix`; `share_prompt=False` gives TRL's own forward); `loss_pass_tokens=N`
+runs a larger loss batch in passes of at most N padded tokens with the same gradient (`slca.loss_passes`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from slca.credit import (
     get_estimator,
     segment_masks,
 )
+from slca.loss_passes import SPLITTABLE_LOSSES, pass_weight, plan_passes, take_rows
 from slca.shared_prefix import shared_prefix_logps
 from slca.tracking import write_atomic
 
@@ -115,6 +117,7 @@ class SegmentGRPOTrainer(GRPOTrainer):
         sample_every: int = 1,
         sample_rollouts: int = 4,
         share_prompt: bool = True,
+        loss_pass_tokens: int | None = None,
         **kwargs: Any,
     ) -> None:
         get_estimator(estimator)  # an unknown name fails before any model work
@@ -127,6 +130,9 @@ class SegmentGRPOTrainer(GRPOTrainer):
         self.sample_every = max(1, int(sample_every))
         self.sample_rollouts = sample_rollouts
         self.share_prompt = share_prompt
+        if loss_pass_tokens is not None and loss_pass_tokens < 1:
+            raise ValueError(f"loss_pass_tokens must be a positive number of tokens or None, got {loss_pass_tokens}")
+        self.loss_pass_tokens = loss_pass_tokens
         self.last_credit: dict[str, Any] = {}
         self._reward_refs = {"tool": tool_reward, "summary": summary_reward, **dict(extra_rewards or {})}
         self._stash: dict[str, Any] = {}
@@ -185,6 +191,54 @@ class SegmentGRPOTrainer(GRPOTrainer):
             metrics["batch/padded_length"].append(float(prompt.size(1) + completion.size(1)))
             metrics["batch/padded_tokens"].append(float(completion.size(0) * (prompt.size(1) + completion.size(1))))
         return output
+
+    def compute_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        """TRL's loss, in passes of at most `loss_pass_tokens` padded tokens when the batch is larger
+        (`slca.loss_passes`): every pass but the last is back-propagated here, the last is returned for the
+        Trainer's own backward, with the earlier passes' (detached) losses added so the logged loss is the
+        step's. The gradient is the one-pass gradient up to floating-point order; the peak memory is one pass's."""
+        passes = self._loss_passes(inputs) if not return_outputs else None
+        if self.loss_pass_tokens is not None and self._training():
+            self._metrics["train"]["batch/loss_passes"].append(float(len(passes) if passes else 1))
+        if passes is None:
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
+        done = None
+        for rows in passes[:-1]:
+            part = take_rows(inputs, rows)
+            loss = super().compute_loss(model, part) * pass_weight(self.loss_type, part, inputs)
+            self.accelerator.backward(loss)
+            done = loss.detach() if done is None else done + loss.detach()
+        part = take_rows(inputs, passes[-1])
+        last = super().compute_loss(model, part) * pass_weight(self.loss_type, part, inputs)
+        return last if done is None else last + done
+
+    def _loss_passes(self, inputs: dict[str, Any]) -> list[torch.Tensor] | None:
+        """The passes of this training batch, or None to run it whole: no budget, a batch within it, or a
+        setup whose loss a split would change (several processes or DeepSpeed, gradient accumulation, a loss
+        normalised per window, an entropy quantile over the batch, an auxiliary loss, images)."""
+        budget = self.loss_pass_tokens
+        if budget is None or not self._training():
+            return None
+        rows, width = inputs["completion_ids"].size(0), inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+        if rows * width <= budget:
+            return None
+        if (
+            self.accelerator.num_processes != 1
+            or self.accelerator.distributed_type.value == "DEEPSPEED"
+            or self.args.gradient_accumulation_steps != 1
+            or self.args.n_gpu > 1
+            or self.loss_type not in SPLITTABLE_LOSSES
+            or self.top_entropy_quantile < 1.0
+            or self.aux_loss_enabled
+            or any(key in inputs for key in ("pixel_values", "image_grid_thw", "num_images", "token_type_ids"))
+        ):
+            return None
+        passes = plan_passes(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_mask"], budget)
+        return passes if len(passes) > 1 else None
 
     def _get_per_token_logps_and_entropies(
         self,

@@ -202,6 +202,7 @@ class SLCAGRPOTrainer(SegmentGRPOTrainer):
             sample_every=params.train.sample_every,
             sample_rollouts=params.train.sample_rollouts,
             share_prompt=params.train.share_prompt,
+            loss_pass_tokens=params.train.loss_pass_tokens,
             train_dataset=train_dataset,
             processing_class=processing_class,
             callbacks=callbacks,
