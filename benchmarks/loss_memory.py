@@ -11,6 +11,7 @@ the largest gradient difference from the one-pass gradient. Ratios against one p
 
     python benchmarks/loss_memory.py --start models/sft
     python benchmarks/loss_memory.py --budget 4096 --case one-long --repeat 3
+    python benchmarks/loss_memory.py --start models/sft --bf16 --case uniform-400 --budget 2048
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def main() -> int:
         "--budget", action="append", type=int, help="Token budgets besides one pass (default 4096 2048 1024)."
     )
     parser.add_argument("--repeat", type=int, default=2, help="Timed runs per case and budget (median).")
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (policy.cpu_bf16) instead of fp32.")
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument(
         "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
@@ -95,7 +97,7 @@ def main() -> int:
         {
             **SMOLLM2,
             "policy.model_path": str(model_dir),
-            "policy.cpu_bf16": False,
+            "policy.cpu_bf16": args.bf16,
             "train.share_prompt": True,
             "train.num_generations": 8,
             "train.prompts_per_step": 1,
@@ -129,7 +131,8 @@ def main() -> int:
                     reset_peak_resident()
                     before = peak_resident_bytes()
                     began = time.perf_counter()
-                    loss = trainer.compute_loss(trainer.model, batch)
+                    with trainer.compute_loss_context_manager():  # the training step's autocast
+                        loss = trainer.compute_loss(trainer.model, batch)
                     loss.backward()
                     seconds.append(time.perf_counter() - began)
                     peaks.append((peak_resident_bytes() - before) / 2**30)

@@ -105,7 +105,10 @@ REGIMES: dict[str, Regime] = {
                 "memory at the kill). Not fragmentation: the update's activations grow with the batch's padded "
                 "tokens (a plain forward + backward of SmolLM2 over 8 rows peaked 6.4 / 11.5 / 17.1 GB above its "
                 "start at 500 / 1,000 / 1,500 tokens a row under bf16 autocast, 16.0 GB at 1,000 in fp32), and one "
-                "long rollout pads its whole group to its length. To rerun once the update's memory is bounded."
+                "long rollout pads its whole group to its length. The update's memory is now bounded "
+                "(train.loss_pass_tokens, docs/policy.md): a third run, alone, was stopped by hand after 2 steps "
+                "(85 and 144 s, emulated bf16; 4,912 and 7,048 padded tokens in 3 and 4 passes) because the "
+                "session had no hour left for it."
             ),
         },
         superseded=("lr1e-4", "lr3e-4"),
