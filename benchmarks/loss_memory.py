@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from policy_cost import SMOLLM2, smollm2_dir  # noqa: E402
+from policy_cost import SMOLLM2, add_source_args, smollm2_dir  # noqa: E402
 
 from slca.config import load_params  # noqa: E402
 from slca.train.sweep import apply_overrides  # noqa: E402
@@ -78,10 +78,7 @@ def main() -> int:
     )
     parser.add_argument("--repeat", type=int, default=2, help="Timed runs per case and budget (median).")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (policy.cpu_bf16) instead of fp32.")
-    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument(
-        "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
-    )
+    add_source_args(parser)
     args = parser.parse_args()
     import torch
 

@@ -123,6 +123,14 @@ def smollm2_dir(cache: Path) -> Path:
     return folder
 
 
+def add_source_args(parser: argparse.ArgumentParser) -> None:
+    """--params (the params file setups override) and --cache (where the converted SmolLM2 is kept)."""
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument(
+        "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
+    )
+
+
 def read(path: Path) -> list[dict[str, Any]]:
     from slca.train.policy import read_tasks
 
@@ -271,10 +279,7 @@ def main() -> int:
     parser.add_argument("--rl-steps", type=int, default=3)
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--max-completion-length", type=int, default=128, help="Tokens a turn may generate.")
-    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument(
-        "--cache", type=Path, default=Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca"))
-    )
+    add_source_args(parser)
     args = parser.parse_args()
     import torch
 
