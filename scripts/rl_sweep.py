@@ -49,6 +49,11 @@ class Regime:
 # every row ran in (bf16 autocast, bf16 generation), pinned: params.yaml's `auto` would train in fp32 on a
 # CPU without bf16 instructions, and rows are compared with each other and with the experiment
 SMOL = {"train.max_steps": 50, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16"}
+# fp32 pinned (training and generation): the same numerics on every CPU, and on one without bf16 instructions
+# (every machine of the last sessions) bf16 is emulated and ~2x slower. The experiment runs in it; these rows
+# repeat the chosen setting in it and try the temperature from it
+SMOL32 = {"train.max_steps": 50, "policy.cpu_bf16": False, "policy.generation_dtype": "float32"}
+G4P2 = {"train.learning_rate": 1e-4, "train.num_generations": 4, "train.prompts_per_step": 2}
 OLD_TURN = {"train.max_completion_length": 128}  # the first rows' budget, before it held every gold turn
 TINY = {"train.max_steps": 188}  # 1,504 rollouts: 2 prompts × G 4 × 188 steps
 REGIMES: dict[str, Regime] = {
@@ -68,6 +73,8 @@ REGIMES: dict[str, Regime] = {
             },
             "t0.7-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "train.temperature": 0.7},
             "grpo-lr1e-4": {**SMOL, "train.learning_rate": 1e-4, "sweep.estimator": "grpo"},
+            "g4p2-lr1e-4-fp32": {**SMOL32, **G4P2},
+            "g4p2-t0.7-lr1e-4-fp32": {**SMOL32, **G4P2, "train.temperature": 0.7},
         },
         {
             "lr1e-4": (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slca.config import Params
-from slca.train.rl_sweep import choose, curve_ends, exit_outcome, markdown, run_params
+from slca.train.rl_sweep import choose, curve_ends, exit_outcome, markdown, precision_label, run_params
 
 
 def test_run_params_validate_at_step_0_and_the_end_in_their_own_folder(tmp_path):
@@ -77,7 +77,7 @@ def test_markdown_states_the_start_each_gain_and_the_choice():
     )
     assert "| base, grpo-base | 100 | 0.100 | 0.500 |" in text
     assert (  # a row recorded before its turn budget was spelled out shows "—" there
-        "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | — | 188 | 1504 | 9.5 (1) "
+        "| base (chosen) | slca | 0.0002 | 0.0 | 4 | 2 | 1.0 | 2 | — | 188 | — | 1504 | 9.5 (1) "
         "| 0.300 → 0.400 | +0.020 | -0.010 |" in text
     )
     assert "step-0 evaluation is identical" in text and "- **base**: a note" in text
@@ -118,3 +118,16 @@ def test_a_configuration_that_ran_without_a_result_keeps_its_note_in_the_report(
     text = markdown([_record("base", 0.02, -0.01, 9.5)], "cmd", notes, title="a regime")
     assert "- **base**: ran alone." in text
     assert "- **t0.7** (no result): killed by the OOM killer after step 33." in text
+
+
+def test_a_row_names_the_precision_it_trained_in():
+    resolved = {"cpu_bf16": True, "generation_dtype": "bfloat16", "native_bf16": False, "machine": "x86_64"}
+    assert precision_label({"precision": resolved}) == "bf16 (emulated)"
+    assert precision_label({"precision": {**resolved, "native_bf16": True}}) == "bf16"
+    assert precision_label({"precision": {**resolved, "cpu_bf16": False}}) == "fp32"
+    # rows recorded before the resolved precision was kept read their pinned override, or say nothing
+    assert precision_label({"overrides": {"policy.cpu_bf16": True}}) == "bf16"
+    assert precision_label({"overrides": {"policy.cpu_bf16": False}}) == "fp32"
+    assert precision_label({"overrides": {}}) == "—"
+    row = {**_record("fp32-row", 0.01, 0.0, 20.0), "precision": {**resolved, "cpu_bf16": False}}
+    assert "| 188 | fp32 | 1504 | 20.0 (1) |" in markdown([row], "cmd")

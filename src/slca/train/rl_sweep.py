@@ -142,6 +142,18 @@ def _lookup(params: Params, dotted: str) -> Any:
     return getattr(getattr(params, section), leaf)
 
 
+def precision_label(row: Mapping[str, Any]) -> str:
+    """A row's training precision in a word: `fp32`, `bf16`, or `bf16 (emulated)` on a CPU without bf16
+    instructions. Rows from before the record kept it read their pinned overrides."""
+    resolved = row.get("precision")
+    if resolved is None:
+        pinned = row.get("overrides", {}).get("policy.cpu_bf16")
+        return "—" if pinned is None else "bf16" if pinned else "fp32"
+    if not resolved.get("cpu_bf16"):
+        return "fp32"
+    return "bf16" if resolved.get("native_bf16", True) else "bf16 (emulated)"
+
+
 def _signed(value: float) -> str:
     return f"{value:+.3f}"
 
@@ -217,6 +229,7 @@ def markdown(
         "config",
         "estimator",
         *KNOBS.values(),
+        "precision",
         "rollouts",
         "minutes (threads)",
         "reward first → last 10",
@@ -233,6 +246,7 @@ def markdown(
                     f"{r['name']}{mark}",
                     r["estimator"],
                     *(str(r["setting"].get(k, "—")) for k in KNOBS.values()),
+                    precision_label(r),
                     str(r["rollouts"]),
                     f"{r['minutes']:.1f}{'*' if r.get('start_cached') else ''} ({r['threads']})",
                     reward,
