@@ -117,6 +117,15 @@ REGIMES: dict[str, Regime] = {
                 "(85 and 144 s, emulated bf16; 4,912 and 7,048 padded tokens in 3 and 4 passes) because the "
                 "session had no hour left for it."
             ),
+            "g4p2-lr1e-4-fp32": (
+                "g4p2-lr1e-4 again in fp32 (training and generation pinned: the experiment's precision), alone "
+                "except a unit-test file at lowest priority for its first 3 min; its 48.8 min include its own step-0 "
+                "evaluation (fp32 generation: not the bf16 rows' cached one, yet the same figures to the last "
+                "digit). It gains half as much as the bf16 run (Success +0.06 against +0.12, 6 validation tasks, "
+                "R_sum +0.065 against +0.110): the sampled rollouts differ from the first step, so this is the "
+                "run-to-run spread of one setting at 100 validation tasks, not a precision effect that could be told "
+                "apart from it."
+            ),
         },
         superseded=("lr1e-4", "lr3e-4"),
     ),
