@@ -49,8 +49,11 @@ lint: install
 	$(VENV)/bin/mypy
 
 # One torch thread: the tiny test models gain nothing from more, and 2 shared cores thrash.
+# Two pytest workers of one thread each (one per core of the 2-core machines this runs on), whole files per
+# worker so a module's fixtures (servers, trained models) are built once; TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: install browser lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 # Headless Chromium for the dashboard's browser test (tests/test_dashboard_browser.py): Debian's packages.
 browser:

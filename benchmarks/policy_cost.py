@@ -109,7 +109,19 @@ SETUPS: dict[str, dict[str, Any]] = {
             "train.loss_pass_tokens": budget,
             RL_ONLY: True,
         }
-        for name, budget in (("onepass", None), ("passes-8k", 8192), ("passes-4k", 4096))
+        for name, budget in (("onepass", None), ("passes-8k", 8192), ("passes-4k", 4096), ("passes-2k", 2048))
+    },
+    # the headline experiment's RL step (experiments/headline.yaml): fp32, G 4 x 2 prompts, passes of 2,048
+    "smollm2-fp32-g4p2": {
+        **SMOLLM2,
+        "policy.cpu_bf16": False,
+        "policy.generation_dtype": "float32",
+        "train.rollout_generator": "cached",
+        "train.share_prompt": True,
+        "train.num_generations": 4,
+        "train.prompts_per_step": 2,
+        "train.loss_pass_tokens": 2048,
+        RL_ONLY: True,
     },
 }
 

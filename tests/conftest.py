@@ -3,9 +3,11 @@ the test run changed the git checkout (`git status --porcelain` differs between 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,13 +98,24 @@ def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool
     return path.exists()
 
 
+def converted_model(name: str, convert: Callable[[Path], object]) -> Path:
+    """`$SLCA_TEST_CACHE/<name>` (default `~/.cache/slca`), made by `convert(folder)` once per machine. Test
+    workers (`pytest -n`) take a lock around the check and the conversion, so none reads a folder that another
+    is replacing."""
+    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with (folder.parent / f".{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "model.safetensors").exists():
+            convert(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct converted from the GGUF in its PyPI package (the `base` stage's code), once per
-    machine: cached under `$SLCA_TEST_CACHE` (default `~/.cache/slca`)."""
+    machine (`converted_model`)."""
     from slca.train.convert import gguf_to_hf, package_file
 
-    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / "smollm2-135m-instruct-hf"
-    if not (folder / "model.safetensors").exists():
-        gguf_to_hf(package_file(SMOLLM2_GGUF), folder)  # a runtime dependency: missing means a broken install
-    return folder
+    # a runtime dependency: missing means a broken install
+    return converted_model("smollm2-135m-instruct-hf", lambda folder: gguf_to_hf(package_file(SMOLLM2_GGUF), folder))

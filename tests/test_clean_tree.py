@@ -39,8 +39,10 @@ def test_tree_state_is_none_outside_a_checkout(tmp_path) -> None:
     assert git_tree_state(tmp_path / "absent") is None
 
 
-def test_a_test_writing_into_the_checkout_fails_the_session(tmp_path) -> None:
-    """A throwaway checkout with this conftest: a passing test that writes a file fails the run."""
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["one-process", "make-test-workers"])
+def test_a_test_writing_into_the_checkout_fails_the_session(tmp_path, workers) -> None:
+    """A throwaway checkout with this conftest: a passing test that writes a file fails the run, in one process
+    and with `make test`'s pytest workers (the check runs in the controller, around every worker)."""
     root = tmp_path / "repo"
     (root / "tests").mkdir(parents=True)
     shutil.copy(__file__.replace("test_clean_tree.py", "conftest.py"), root / "tests" / "conftest.py")
@@ -54,7 +56,7 @@ def test_a_test_writing_into_the_checkout_fails_the_session(tmp_path) -> None:
     _git(root, "add", ".")
     _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_writes.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, "tests/test_writes.py"],
         cwd=root,
         check=False,
         capture_output=True,

