@@ -131,3 +131,12 @@ def test_a_row_names_the_precision_it_trained_in():
     assert precision_label({"overrides": {}}) == "—"
     row = {**_record("fp32-row", 0.01, 0.0, 20.0), "precision": {**resolved, "cpu_bf16": False}}
     assert "| 188 | fp32 | 1504 | 20.0 (1) |" in markdown([row], "cmd")
+
+
+def test_rows_without_a_recorded_precision_are_explained():
+    old = _record("old", 0.01, 0.0, 20.0)
+    text = markdown([old], "cmd", unrecorded_precision="they ran in bf16")
+    assert "| 188 | — | 1504 |" in text
+    assert "Precision — : the row ran before rows recorded their precision; they ran in bf16." in text
+    recorded = {**old, "precision": {"cpu_bf16": False}}
+    assert "Precision —" not in markdown([recorded], "cmd", unrecorded_precision="they ran in bf16")

@@ -177,11 +177,13 @@ def markdown(
     superseded: Sequence[str] = (),
     title: str | None = None,
     sections: Sequence[str] = (),
+    unrecorded_precision: str = "",
 ) -> str:
     """reports/rl_sweep.md: one row per configuration, RL − SFT start on validation.
 
     With `title`, one regime's section ("## RL sweep on <title>"); with `sections`, the whole report:
-    its introduction followed by those sections (results then unused).
+    its introduction followed by those sections (results then unused). `unrecorded_precision`: what the
+    rows that did not record their precision ran in, where known.
     """
     notes = notes or {}
     metrics = [m for m in LABELS if any(m in r["delta"] for r in results)]
@@ -269,6 +271,11 @@ def markdown(
         lines.append(
             "Rows marked superseded ran before a change to what a rollout sees (notes below): kept as measured, "
             "never chosen."
+        )
+    if any(precision_label(r) == "—" for r in results):
+        lines.append(
+            "Precision — : the row ran before rows recorded their precision"
+            + (f"; {unrecorded_precision}." if unrecorded_precision else ".")
         )
     if any(r.get("start_cached") for r in results):
         lines.append(
