@@ -131,8 +131,9 @@ REGIMES: dict[str, Regime] = {
             ),
             "g4p2-t0.7-lr1e-4-fp32": (
                 "g4p2-lr1e-4-fp32 at temperature 0.7, 36.6 min (step 0 read from the cache its fp32 repeat left), "
-                "alone but for a package install and a unit-test file at lowest priority for about 3 of them. Success +0.05 against +0.06 at T 1.0 in the same precision (one task apart), less summary "
-                "gain (R_sum +0.048): sampling colder buys nothing here, so T 1.0 stays. All no-call tasks stay "
+                "alone but for a package install and a unit-test file at lowest priority for about 3 of them. "
+                "Success +0.05 against +0.06 at T 1.0 in the same precision (one task apart), less summary gain"
+                " (R_sum +0.048): sampling colder buys nothing here, so T 1.0 stays. All no-call tasks stay "
                 "answered without a call at both temperatures."
             ),
             "lr1e-5": (
