@@ -48,9 +48,9 @@ lint: install
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
-# One torch thread: the tiny test models gain nothing from more, and 2 shared cores thrash.
-# Two pytest workers of one thread each (one per core of the 2-core machines this runs on), whole files per
-# worker so a module's fixtures (servers, trained models) are built once; TEST_WORKERS=0 runs in one process.
+# Two pytest workers of one torch thread each, one per core of the 2-core machines this runs on (the tiny test
+# models gain nothing from more threads, and threads of two processes on 2 cores thrash), whole files per worker
+# so a module's fixtures (servers, trained models) are built once; TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 test: install browser lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
