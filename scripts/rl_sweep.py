@@ -136,6 +136,13 @@ REGIMES: dict[str, Regime] = {
                 " (R_sum +0.048): sampling colder buys nothing here, so T 1.0 stays. All no-call tasks stay "
                 "answered without a call at both temperatures."
             ),
+            "grpo-g4p2-lr1e-4-fp32": (
+                "the baseline at the chosen setting in the experiment's precision, 35.9 min (step 0 cached), alone "
+                "but for about 2 min of unit tests and checks at lowest priority. It gains Success +0.09 against "
+                "SLCA's +0.06 at the same setting (3 tasks), with R_sum +0.091 against +0.065 and ArgMatch -0.006 "
+                "against -0.024: on validation GRPO is not behind, so the setting is not tuned to favour SLCA; the "
+                "experiment's 3 seeds on 300 test tasks decide."
+            ),
             "lr1e-5": (
                 "not run: make run's learning rate, where 6 steps move no greedy output; the sessions' time went to "
                 "the memory bound and the fp32 rows. The current rows vary no learning rate (lr1e-4 against lr3e-4 "
