@@ -51,7 +51,7 @@ class Regime:
 # CPU without bf16 instructions, and rows are compared with each other and with the experiment
 SMOL = {"train.max_steps": 50, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16"}
 # fp32 pinned (training and generation): the same numerics on every CPU, and on one without bf16 instructions
-# (every machine of the last sessions) bf16 is emulated and ~2x slower. The experiment runs in it; these rows
+# (every machine of the last sessions) bf16 is emulated and an RL step ~1.6x slower (docs/policy.md). The experiment runs in it; these rows
 # repeat the chosen setting in it and try the temperature from it
 SMOL32 = {"train.max_steps": 50, "policy.cpu_bf16": False, "policy.generation_dtype": "float32"}
 G4P2 = {"train.learning_rate": 1e-4, "train.num_generations": 4, "train.prompts_per_step": 2}
@@ -105,8 +105,8 @@ REGIMES: dict[str, Regime] = {
                 "G 4 × 2 prompts a step, the same 400 rollouts. Its 71.2 min are NOT alone: unit tests and a type "
                 "check (lowest priority) ran beside it for about 25 of them, and gdb called malloc_trim in it every "
                 "2 min (the row before it was killed by the OOM killer; see docs/policy.md, Memory). Best on "
-                "validation (Success +0.12, 3 tasks above len192-lr1e-4, within the noise of 100 tasks), so the "
-                "experiment's setting (experiments/headline.yaml), which runs it in fp32."
+                "validation (Success +0.12, 3 tasks above len192-lr1e-4, within the noise of 100 tasks), so it is the "
+                "experiment's setting (experiments/headline.yaml, run there in fp32)."
             ),
             "t0.7-lr1e-4": (
                 "NOT RUN TO THE END: killed by the kernel's OOM killer twice, both times after step 33 (the second "
