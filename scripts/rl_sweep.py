@@ -51,8 +51,8 @@ class Regime:
 # CPU without bf16 instructions, and rows are compared with each other and with the experiment
 SMOL = {"train.max_steps": 50, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16"}
 # fp32 pinned (training and generation): the same numerics on every CPU, and on one without bf16 instructions
-# (every machine of the last sessions) bf16 is emulated and an RL step ~1.6x slower (docs/policy.md). The experiment runs in it; these rows
-# repeat the chosen setting in it and try the temperature from it
+# (every machine of the last sessions) bf16 is emulated and an RL step ~1.6x slower (docs/policy.md). The
+# experiment runs in it; these rows repeat the chosen setting in it and try the temperature from it
 SMOL32 = {"train.max_steps": 50, "policy.cpu_bf16": False, "policy.generation_dtype": "float32"}
 G4P2 = {"train.learning_rate": 1e-4, "train.num_generations": 4, "train.prompts_per_step": 2}
 OLD_TURN = {"train.max_completion_length": 128}  # the first rows' budget, before it held every gold turn
