@@ -50,7 +50,7 @@ class Regime:
 # every row ran in (bf16 autocast, bf16 generation), pinned: params.yaml's `auto` would train in fp32 on a
 # CPU without bf16 instructions, and rows are compared with each other and with the experiment
 SMOL = {"train.max_steps": 50, "policy.cpu_bf16": True, "policy.generation_dtype": "bfloat16"}
-# fp32 pinned (training and generation): the same numerics on every CPU, and on one without bf16 instructions
+# fp32 pinned (training and generation): the same precision on every CPU, and on one without bf16 instructions
 # (every machine of the last sessions) bf16 is emulated and an RL step ~1.6x slower (docs/policy.md). The
 # experiment runs in it; these rows repeat the chosen setting in it and try the temperature from it
 SMOL32 = {"train.max_steps": 50, "policy.cpu_bf16": False, "policy.generation_dtype": "float32"}
