@@ -9,6 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export DO_NOT_TRACK := 1
 export MLFLOW_ENABLE_TELEMETRY := false
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 240
 
 .PHONY: install browser lint run test bench dashboard experiment experiment-ablations clean help

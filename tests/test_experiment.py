@@ -319,7 +319,7 @@ def test_report_holds_every_estimator_the_sft_row_intervals_and_curves(tmp_path,
     assert numbers["curves"]["grpo"]["steps_to_threshold"] is None
     assert (tmp_path / "reports" / "exp" / "summary.png").stat().st_size > 0
     assert (tmp_path / "reports" / "exp" / "curves.png").stat().st_size > 0
-    assert "| slca-s0 | `` | missing |" in text  # no run dir marker: said so, not invented
+    assert "| slca-s0 | — | missing |" in text  # no run dir marker: said so, not invented
     # what RL added over the all-zero SFT start, read off the same episodes
     assert "| estimator − SFT start |" in text
     assert numbers["vs_start"]["slca.success"]["low"] > 0.4

@@ -892,7 +892,7 @@ def write_experiment_report(
             "",
             "| run | MLflow run id | status |",
             "|---|---|---|",
-            *(f"| {name} | `{run_id}` | {status} |" for name, run_id, status in runs),
+            *(f"| {name} | {f'`{run_id}`' if run_id else '—'} | {status} |" for name, run_id, status in runs),
             "",
         ]
     except Exception as error:  # noqa: BLE001 - the report stays useful when the store is elsewhere
