@@ -185,9 +185,17 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     emulated = {"cpu_bf16": False, "generation_dtype": "float32", "native_bf16": False}
     mixed = compute_line([{"precision": native}, {"precision": emulated}, {"precision": emulated}])
     assert (
-        "**Precision differed between jobs**: 1 × bf16 autocast training, bfloat16 generation (native bf16 on the "
-        "CPU); 2 × fp32 training, float32 generation (no bf16 on the CPU)." in mixed
+        "**Precision differed between jobs**: 1 × bf16 autocast training, bfloat16 generation (native bf16); "
+        "2 × fp32 training, float32 generation." in mixed
     )
+    assert "Machines differed: 1 job(s) on a CPU with bf16 instructions, 2 on one without" in mixed
+    # fp32 on CPUs with and without bf16 instructions: one precision, two kinds of machine
+    native_fp32 = {"cpu_bf16": False, "generation_dtype": "float32", "native_bf16": True}
+    fp32_both = compute_line([{"precision": native_fp32}, {"precision": emulated}])
+    assert "Precision: fp32 training, float32 generation in every recorded job." in fp32_both
+    assert "Precision differed" not in fp32_both
+    assert "Machines differed: 1 job(s) on a CPU with bf16 instructions, 1 on one without" in fp32_both
+    assert "Machines differed" not in compute_line([{"precision": emulated}, {"precision": emulated}])
 
 
 def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):
@@ -205,6 +213,27 @@ def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):
     assert not fits_budget(grpo_s0, tmp_path / "stamps", 1201.0, 60.0)
     assert fits_budget(evaluate_sft, tmp_path / "stamps", 3000.0, 60.0)  # 50 + 10 min
     assert not fits_budget(evaluate_sft, tmp_path / "stamps", 3001.0, 60.0)
+
+
+def test_a_budget_plans_from_runs_on_the_same_kind_of_cpu(tmp_path, monkeypatch):
+    """A run that took longer on a CPU of another kind (with or without bf16 instructions) does not shrink
+    the plan on this one; with none from this kind yet, every finished run counts."""
+    import slca.experiment as experiment
+
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    _, runs = jobs_for(groups, tmp_path / "stamps")
+    slca_s0, grpo_s0 = runs[1], runs[2]
+    for job, seconds, native in ((slca_s0, 2400.0, False), (grpo_s0, 4000.0, True)):
+        job.stamp.parent.mkdir(parents=True, exist_ok=True)
+        job.stamp.write_text(json.dumps({"seconds": seconds, "precision": {"native_bf16": native}}))
+    stamps = tmp_path / "stamps"
+    monkeypatch.setattr(experiment, "native_bf16", lambda: False)
+    assert experiment.expected_seconds(runs[3], stamps) == 2400.0
+    monkeypatch.setattr(experiment, "native_bf16", lambda: True)
+    assert experiment.expected_seconds(runs[3], stamps) == 4000.0
+    grpo_s0.stamp.unlink()  # no run from this kind of CPU: the others' plan it
+    assert experiment.expected_seconds(runs[3], stamps) == 2400.0
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):

@@ -35,7 +35,7 @@ import yaml
 from pydantic import ValidationError
 
 from slca.config import Params, ParamsError, apply_profile, load_params, with_overrides
-from slca.rollout.precision import precision_summary
+from slca.rollout.precision import native_bf16, precision_summary
 
 
 class ExperimentError(RuntimeError):
@@ -292,16 +292,23 @@ def code_version() -> dict[str, Any]:
 
 def expected_seconds(job: Job, stamps: Path) -> float | None:
     """What a job is planned to take: the longest finished job of its kind in the stamps (any group's
-    train→evaluate run for a run, the same job otherwise); None before one has finished."""
+    train→evaluate run for a run, the same job otherwise), counting only jobs that ran on the same kind of
+    CPU (with or without bf16 instructions) where any did; None before one has finished."""
     is_run = "/" in job.name
-    seen = []
+    here = native_bf16()
+    seen, alike = [], []
     for path in stamps.rglob("*.json"):
         name = path.relative_to(stamps).with_suffix("").as_posix()
         if ("/" in name) == is_run and (is_run or name == job.name):
-            seconds = json.loads(path.read_text()).get("seconds")
+            stamp = json.loads(path.read_text())
+            seconds = stamp.get("seconds")
             if seconds:
                 seen.append(float(seconds))
-    return max(seen) if seen else None
+                precision = stamp.get("precision")
+                if isinstance(precision, dict) and precision.get("native_bf16") == here:
+                    alike.append(float(seconds))
+    pool = alike or seen
+    return max(pool) if pool else None
 
 
 def fits_budget(job: Job, stamps: Path, elapsed_s: float, budget_minutes: float | None) -> bool:
@@ -318,6 +325,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{job.name.replace('/', '__')}.log"
     started = time.perf_counter()
+    version = code_version()  # the code this job runs, read before it runs (a commit may land meanwhile)
     job.stamp.unlink(missing_ok=True)
     with log.open("w") as handle:
         for command in job.commands:
@@ -337,7 +345,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
         "lanes": lanes,  # 1: the driver ran nothing beside it
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    stamp.update(code_version())
+    stamp.update(version)
     stamp["precision"] = precision_summary(job.params.policy)  # what this machine ran `auto` precision as
     start = Path(job.params.sft.out_dir)
     if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment

@@ -529,21 +529,33 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
 
 
 def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
-    """How the jobs computed (from their stamps): one precision, or **differed** where machines did."""
+    """How the jobs computed (from their stamps): one precision, or **differed** where it did; and, when the
+    jobs ran on CPUs with and without bf16 instructions, how many on each (their minutes are not comparable)."""
     kinds: dict[str, int] = {}
+    native = {True: 0, False: 0}
     for stamp in stamps:
         p = stamp.get("precision")
         if isinstance(p, Mapping):
-            label = (
-                f"{'bf16 autocast' if p.get('cpu_bf16') else 'fp32'} training, {p.get('generation_dtype')} "
-                f"generation ({'native' if p.get('native_bf16') else 'no'} bf16 on the CPU)"
-            )
+            bf16 = bool(p.get("cpu_bf16")) or p.get("generation_dtype") == "bfloat16"
+            training = "bf16 autocast" if p.get("cpu_bf16") else "fp32"
+            label = f"{training} training, {p.get('generation_dtype')} generation"
+            if bf16:  # bf16 runs natively or emulated; fp32 computes the same either way
+                label += f" ({'native' if p.get('native_bf16') else 'emulated'} bf16)"
             kinds[label] = kinds.get(label, 0) + 1
+            native[bool(p.get("native_bf16"))] += 1
     if not kinds:
         return ""
     if len(kinds) == 1:
-        return f" Precision: {next(iter(kinds))} in every recorded job."
-    return " **Precision differed between jobs**: " + "; ".join(f"{n} × {label}" for label, n in kinds.items()) + "."
+        clause = f" Precision: {next(iter(kinds))} in every recorded job."
+    else:
+        counts = "; ".join(f"{n} × {label}" for label, n in kinds.items())
+        clause = f" **Precision differed between jobs**: {counts}."
+    if native[True] and native[False]:
+        clause += (
+            f" Machines differed: {native[True]} job(s) on a CPU with bf16 instructions, {native[False]} on one without"
+            " (job-minutes compare only between jobs on one kind)."
+        )
+    return clause
 
 
 def configuration(params: Any) -> list[str]:
