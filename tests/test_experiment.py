@@ -28,7 +28,7 @@ from slca.experiment import (
     read_spec,
     run_job,
 )
-from slca.rollout.precision import precision_summary
+from slca.rollout.precision import cpu_model, precision_summary
 from slca.runinfo import update_runinfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,6 +196,16 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     assert "Precision differed" not in fp32_both
     assert "Machines differed: 1 job(s) on a CPU with bf16 instructions, 1 on one without" in fp32_both
     assert "Machines differed" not in compute_line([{"precision": emulated}, {"precision": emulated}])
+    # the processor it ran on, counted per processor in the report (earlier stamps without one apart)
+    assert stamp["cpu"] == cpu_model()
+    xeon, epyc = (
+        "Intel(R) Xeon(R) Processor (family 6, model 207)",
+        "AMD EPYC 9R14 96-Core Processor (family 25, model 17)",
+    )
+    counted = compute_line([{"cpu": xeon}, {"cpu": epyc}, {"cpu": xeon}, {}])
+    assert f"Processors: 1 × {epyc}; 2 × {xeon} (1 earlier job(s) did not record theirs)." in counted
+    assert compute_line([{"cpu": xeon}]).endswith(f"Processors: 1 × {xeon}.")
+    assert "Processors" not in compute_line([{"precision": emulated}])
 
 
 def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):
@@ -234,6 +244,29 @@ def test_a_budget_plans_from_runs_on_the_same_kind_of_cpu(tmp_path, monkeypatch)
     assert experiment.expected_seconds(runs[3], stamps) == 4000.0
     grpo_s0.stamp.unlink()  # no run from this kind of CPU: the others' plan it
     assert experiment.expected_seconds(runs[3], stamps) == 2400.0
+
+
+def test_a_budget_plans_from_runs_on_this_processor_first(tmp_path, monkeypatch):
+    """Two CPUs of one kind (both with bf16 instructions) ran a run 40 and 68 minutes: the plan on the
+    faster one reads its own runs; on a processor no stamp names, the kind's runs plan it as before."""
+    import slca.experiment as experiment
+
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    _, runs = jobs_for(groups, tmp_path / "stamps")
+    fast, slow = "Intel(R) Xeon(R) Processor (family 6, model 207)", "AMD EPYC 7R13 Processor (family 25, model 1)"
+    for job, seconds, cpu in ((runs[1], 2400.0, fast), (runs[2], 4100.0, slow), (runs[3], 2000.0, None)):
+        job.stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp = {"seconds": seconds, "precision": {"native_bf16": True}} | ({"cpu": cpu} if cpu else {})
+        job.stamp.write_text(json.dumps(stamp))
+    stamps = tmp_path / "stamps"
+    monkeypatch.setattr(experiment, "native_bf16", lambda: True)
+    monkeypatch.setattr(experiment, "cpu_model", lambda: fast)
+    assert experiment.expected_seconds(runs[4], stamps) == 2400.0
+    monkeypatch.setattr(experiment, "cpu_model", lambda: slow)
+    assert experiment.expected_seconds(runs[4], stamps) == 4100.0
+    monkeypatch.setattr(experiment, "cpu_model", lambda: "Arm Neoverse-V2")  # no stamp from it: the kind plans
+    assert experiment.expected_seconds(runs[4], stamps) == 4100.0
 
 
 def test_a_profile_sets_the_regime_the_overrides_apply_to(tmp_path):

@@ -30,6 +30,17 @@ def test_cpuinfo_names_bf16_only_where_the_instructions_are():
     assert not precision.bf16_in_cpuinfo("model name\t: bf16 in a name is not a flag\n")
 
 
+def test_cpuinfo_names_the_first_processor_with_its_family_and_model():
+    two = (
+        "processor\t: 0\ncpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n\n"
+        "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: another\n"
+    )
+    assert precision.cpu_model_in_cpuinfo(two) == "Intel(R) Xeon(R) Processor (family 6, model 207)"
+    assert precision.cpu_model_in_cpuinfo("model name\t: Neoverse\n") == "Neoverse"  # no family/model numbers
+    assert precision.cpu_model_in_cpuinfo(ARM_NEOVERSE) is None  # Arm's cpuinfo may name no model
+    assert precision.cpu_model() and precision.cpu_model() == precision.cpu_model()
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_auto_follows_the_processor_and_pinned_settings_stay_pinned(monkeypatch, native):
     monkeypatch.setattr(precision, "native_bf16", lambda: native)

@@ -35,7 +35,7 @@ import yaml
 from pydantic import ValidationError
 
 from slca.config import Params, ParamsError, apply_profile, load_params, with_overrides
-from slca.rollout.precision import native_bf16, precision_summary
+from slca.rollout.precision import cpu_model, native_bf16, precision_summary
 
 
 class ExperimentError(RuntimeError):
@@ -292,11 +292,14 @@ def code_version() -> dict[str, Any]:
 
 def expected_seconds(job: Job, stamps: Path) -> float | None:
     """What a job is planned to take: the longest finished job of its kind in the stamps (any group's
-    train→evaluate run for a run, the same job otherwise), counting only jobs that ran on the same kind of
-    CPU (with or without bf16 instructions) where any did; None before one has finished."""
+    train→evaluate run for a run, the same job otherwise), counting only the jobs that ran on this processor
+    where any did, else those on the same kind of CPU (with or without bf16 instructions) where any did, else
+    all; None before one has finished."""
     is_run = "/" in job.name
-    here = native_bf16()
-    seen, alike = [], []
+    here_bf16, here_cpu = native_bf16(), cpu_model()
+    seen: list[float] = []
+    same_kind: list[float] = []
+    same_cpu: list[float] = []
     for path in stamps.rglob("*.json"):
         name = path.relative_to(stamps).with_suffix("").as_posix()
         if ("/" in name) == is_run and (is_run or name == job.name):
@@ -305,9 +308,11 @@ def expected_seconds(job: Job, stamps: Path) -> float | None:
             if seconds:
                 seen.append(float(seconds))
                 precision = stamp.get("precision")
-                if isinstance(precision, dict) and precision.get("native_bf16") == here:
-                    alike.append(float(seconds))
-    pool = alike or seen
+                if isinstance(precision, dict) and precision.get("native_bf16") == here_bf16:
+                    same_kind.append(float(seconds))
+                if stamp.get("cpu") == here_cpu:
+                    same_cpu.append(float(seconds))
+    pool = same_cpu or same_kind or seen
     return max(pool) if pool else None
 
 
@@ -347,6 +352,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
     }
     stamp.update(version)
     stamp["precision"] = precision_summary(job.params.policy)  # what this machine ran `auto` precision as
+    stamp["cpu"] = cpu_model()  # job-minutes compare between jobs on one processor
     start = Path(job.params.sft.out_dir)
     if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment
         from slca.train.val_curve import checkpoint_digest

@@ -529,8 +529,9 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
 
 
 def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
-    """How the jobs computed (from their stamps): one precision, or **differed** where it did; and, when the
-    jobs ran on CPUs with and without bf16 instructions, how many on each (their minutes are not comparable)."""
+    """How the jobs computed (from their stamps): one precision, or **differed** where it did; when the jobs
+    ran on CPUs with and without bf16 instructions, how many on each (their minutes are not comparable); and,
+    where stamps name it, how many jobs ran on each processor."""
     kinds: dict[str, int] = {}
     native = {True: 0, False: 0}
     for stamp in stamps:
@@ -543,11 +544,10 @@ def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
                 label += f" ({'native' if p.get('native_bf16') else 'emulated'} bf16)"
             kinds[label] = kinds.get(label, 0) + 1
             native[bool(p.get("native_bf16"))] += 1
-    if not kinds:
-        return ""
+    clause = ""
     if len(kinds) == 1:
         clause = f" Precision: {next(iter(kinds))} in every recorded job."
-    else:
+    elif kinds:
         counts = "; ".join(f"{n} × {label}" for label, n in kinds.items())
         clause = f" **Precision differed between jobs**: {counts}."
     if native[True] and native[False]:
@@ -555,7 +555,21 @@ def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
             f" Machines differed: {native[True]} job(s) on a CPU with bf16 instructions, {native[False]} on one without"
             " (job-minutes compare only between jobs on one kind)."
         )
-    return clause
+    return clause + processors_clause(stamps)
+
+
+def processors_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
+    """How many jobs ran on each processor, where stamps name it (stamps written before they did are counted
+    apart); empty when none does."""
+    cpus: dict[str, int] = {}
+    for stamp in stamps:
+        if stamp.get("cpu"):
+            cpus[str(stamp["cpu"])] = cpus.get(str(stamp["cpu"]), 0) + 1
+    if not cpus:
+        return ""
+    unnamed = len(stamps) - sum(cpus.values())
+    counts = "; ".join(f"{n} × {cpu}" for cpu, n in sorted(cpus.items()))
+    return f" Processors: {counts}" + (f" ({unnamed} earlier job(s) did not record theirs)." if unnamed else ".")
 
 
 def configuration(params: Any) -> list[str]:

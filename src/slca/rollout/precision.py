@@ -10,6 +10,7 @@ a fixed `bf16` setting doubled `make run` on such a machine. `policy.cpu_bf16` a
     cpu_autocast_bf16(params.policy.cpu_bf16)             # True / False / "auto" -> bool (CPU training)
     generation_dtype(params.policy.generation_dtype)      # "float32" / "bfloat16" / "auto" -> dtype name
     native_bf16()                                         # does this CPU compute bf16 natively?
+    cpu_model()                                           # which processor (experiment stamps, budget plans)
 
 `auto` makes a run's numerics depend on the machine (bf16 and fp32 agree within noise, not bit for bit);
 an experiment that must compare runs made on different machines pins both settings. Every stage's MLflow
@@ -26,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "cpu_autocast_bf16",
+    "cpu_model",
     "generation_dtype",
     "native_bf16",
     "precision_summary",
@@ -60,6 +62,37 @@ def native_bf16() -> bool:
         # macOS on Apple silicon (M2 and later) has bf16, but without /proc there is no cheap check: fp32
         return False
     return bf16_in_cpuinfo(text)
+
+
+def cpu_model_in_cpuinfo(cpuinfo: str) -> str | None:
+    """The first processor's model name in a /proc/cpuinfo text, with its family and model numbers where given
+    (virtual machines often report one generic name, such as "Intel(R) Xeon(R) Processor", for processors of
+    different generations and speeds); None without a model name."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # end of the first processor's block
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip().lower(), value.strip())
+    name = fields.get("model name")
+    if not name:
+        return None
+    if fields.get("cpu family") and fields.get("model"):
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
+@functools.cache
+def cpu_model() -> str:
+    """This machine's processor, as `cpu_model_in_cpuinfo` names it; where /proc/cpuinfo has no model name,
+    what the platform module reports."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    return cpu_model_in_cpuinfo(text) or platform.processor() or platform.machine() or "unknown"
 
 
 def _cuda() -> bool:
