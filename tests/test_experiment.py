@@ -203,7 +203,7 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
         "AMD EPYC 9R14 96-Core Processor (family 25, model 17)",
     )
     counted = compute_line([{"cpu": xeon}, {"cpu": epyc}, {"cpu": xeon}, {}])
-    assert f"Processors: 1 × {epyc}; 2 × {xeon} (1 earlier job(s) did not record theirs)." in counted
+    assert f"Processors: 1 × {epyc}; 2 × {xeon}; not recorded: 1 earlier job(s)." in counted
     assert compute_line([{"cpu": xeon}]).endswith(f"Processors: 1 × {xeon}.")
     assert "Processors" not in compute_line([{"precision": emulated}])
 

@@ -569,7 +569,7 @@ def processors_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
         return ""
     unnamed = len(stamps) - sum(cpus.values())
     counts = "; ".join(f"{n} × {cpu}" for cpu, n in sorted(cpus.items()))
-    return f" Processors: {counts}" + (f" ({unnamed} earlier job(s) did not record theirs)." if unnamed else ".")
+    return f" Processors: {counts}" + (f"; not recorded: {unnamed} earlier job(s)." if unnamed else ".")
 
 
 def configuration(params: Any) -> list[str]:
