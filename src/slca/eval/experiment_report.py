@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -561,10 +562,7 @@ def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
 def processors_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
     """How many jobs ran on each processor, where stamps name it (stamps written before they did are counted
     apart); empty when none does."""
-    cpus: dict[str, int] = {}
-    for stamp in stamps:
-        if stamp.get("cpu"):
-            cpus[str(stamp["cpu"])] = cpus.get(str(stamp["cpu"]), 0) + 1
+    cpus = Counter(str(stamp["cpu"]) for stamp in stamps if stamp.get("cpu"))
     if not cpus:
         return ""
     unnamed = len(stamps) - sum(cpus.values())

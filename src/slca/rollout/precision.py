@@ -54,14 +54,19 @@ def bf16_in_cpuinfo(cpuinfo: str) -> bool:
 
 
 @functools.cache
-def native_bf16() -> bool:
-    """This CPU computes bf16 natively (read from /proc/cpuinfo; False where it cannot be read)."""
+def _cpuinfo() -> str:
+    """/proc/cpuinfo, read once a process; empty where there is none."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        # macOS on Apple silicon (M2 and later) has bf16, but without /proc there is no cheap check: fp32
-        return False
-    return bf16_in_cpuinfo(text)
+        return ""
+
+
+@functools.cache
+def native_bf16() -> bool:
+    """This CPU computes bf16 natively (read from /proc/cpuinfo; False where it cannot be read: macOS on Apple
+    silicon, M2 and later, has bf16, but without /proc there is no cheap check, so fp32)."""
+    return bf16_in_cpuinfo(_cpuinfo())
 
 
 def cpu_model_in_cpuinfo(cpuinfo: str) -> str | None:
@@ -88,11 +93,7 @@ def cpu_model_in_cpuinfo(cpuinfo: str) -> str | None:
 def cpu_model() -> str:
     """This machine's processor, as `cpu_model_in_cpuinfo` names it; where /proc/cpuinfo has no model name,
     what the platform module reports."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
-    return cpu_model_in_cpuinfo(text) or platform.processor() or platform.machine() or "unknown"
+    return cpu_model_in_cpuinfo(_cpuinfo()) or platform.processor() or platform.machine() or "unknown"
 
 
 def _cuda() -> bool:
