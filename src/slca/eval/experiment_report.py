@@ -526,13 +526,12 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
         line += f" Code: {'commit' if len(commits) == 1 else 'commits'} {', '.join(f'`{c}`' for c in commits)}" + (
             f", {modified} job(s) with uncommitted changes under src/." if modified else "."
         )
-    return line + precision_clause(stamps)
+    return line + precision_clause(stamps) + processors_clause(stamps)
 
 
 def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
-    """How the jobs computed (from their stamps): one precision, or **differed** where it did; when the jobs
-    ran on CPUs with and without bf16 instructions, how many on each (their minutes are not comparable); and,
-    where stamps name it, how many jobs ran on each processor."""
+    """How the jobs computed (from their stamps): one precision, or **differed** where it did; and, when the
+    jobs ran on CPUs with and without bf16 instructions, how many on each (their minutes are not comparable)."""
     kinds: dict[str, int] = {}
     native = {True: 0, False: 0}
     for stamp in stamps:
@@ -545,10 +544,11 @@ def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
                 label += f" ({'native' if p.get('native_bf16') else 'emulated'} bf16)"
             kinds[label] = kinds.get(label, 0) + 1
             native[bool(p.get("native_bf16"))] += 1
-    clause = ""
+    if not kinds:
+        return ""
     if len(kinds) == 1:
         clause = f" Precision: {next(iter(kinds))} in every recorded job."
-    elif kinds:
+    else:
         counts = "; ".join(f"{n} × {label}" for label, n in kinds.items())
         clause = f" **Precision differed between jobs**: {counts}."
     if native[True] and native[False]:
@@ -556,7 +556,7 @@ def precision_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
             f" Machines differed: {native[True]} job(s) on a CPU with bf16 instructions, {native[False]} on one without"
             " (job-minutes compare only between jobs on one kind)."
         )
-    return clause + processors_clause(stamps)
+    return clause
 
 
 def processors_clause(stamps: Sequence[Mapping[str, Any]]) -> str:
