@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -505,6 +506,18 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     gaps = [numbers["noise"][s]["slca-gdpo"] for s in (0.0, 0.3, 0.6)]
     assert gaps[0] < gaps[1] < gaps[2] and abs(gaps[0]) < 0.1
     assert numbers["ablations"]["noise-0.6"]["grpo.success"]["low"] > 0
+    point = numbers["noise"][0.6]
+    assert point["slca-grpo_low"] > 0 and point["slca-grpo_low"] < point["slca-grpo"] < point["slca-grpo_high"]
+    assert point["slca_runs"] == 2 and point["slca_std"] > 0
+    assert "| 0.3 | σ = 0.3 | 2/2/2 | " in text
+    # a σ cell still missing its GRPO runs (the ablations land a few runs a session): counted, not filled in
+    for seed in (0, 1):
+        (Path(groups[2].params.eval.out_dir) / f"grpo-s{seed}.json").unlink()
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 0.6 | σ = 0.6 |"))
+    assert "| 2/2/0 |" in row and row.endswith("| — |") and math.isnan(numbers["noise"][0.6]["slca-grpo"])
+    assert numbers["noise"][0.6]["slca-gdpo_low"] > 0
     assert "SLCA − GDPO Success per setting:" in text
     assert "## Segment-normalisation bias" in text
     assert numbers["segbias"]["main.slca"]["tool_mean.no_call"] == 1.5

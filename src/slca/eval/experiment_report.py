@@ -685,22 +685,56 @@ def segbias_section(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]
     return lines, found
 
 
-def plot_noise(points: Mapping[float, Mapping[str, float]], path: Path) -> Path:
+def plot_noise(points: Mapping[float, Mapping[str, Any]], path: Path) -> Path:
+    """Left: test Success per estimator against σ (mean over seeds, ± std where a cell has two or more runs).
+    Right: SLCA's lead over GDPO and over GRPO against σ, with its paired-bootstrap 95 % interval: the
+    question the noise curve asks is whether that lead grows with σ."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
     sigmas = sorted(points)
+    colours = {"slca": "C0", "gdpo": "C1", "grpo": "C2"}  # one colour per estimator in both panels
     for estimator in ("slca", "gdpo", "grpo"):
         xs = [s for s in sigmas if not math.isnan(points[s].get(estimator, math.nan))]
         if xs:
-            ax.plot(xs, [points[s][estimator] for s in xs], marker="o", label=estimator)
-    ax.set_xlabel("training judge noise σ")
-    ax.set_ylabel("test Success (mean over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+            errors = [points[s].get(f"{estimator}_std", math.nan) for s in xs]
+            left.errorbar(
+                xs,
+                [points[s][estimator] for s in xs],
+                yerr=[0.0 if math.isnan(e) else e for e in errors],
+                marker="o",
+                capsize=3,
+                color=colours[estimator],
+                label=estimator,
+            )
+    left.set_xlabel("training judge noise σ")
+    left.set_ylabel("test Success (mean over seeds)")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    for offset, baseline in ((-0.01, "gdpo"), (0.01, "grpo")):
+        key = f"slca-{baseline}"
+        xs = [s for s in sigmas if not math.isnan(points[s].get(key, math.nan))]
+        if xs:
+            ys = [points[s][key] for s in xs]
+            low = [points[s][key] - points[s].get(f"{key}_low", points[s][key]) for s in xs]
+            high = [points[s].get(f"{key}_high", points[s][key]) - points[s][key] for s in xs]
+            right.errorbar(
+                [x + offset for x in xs],
+                ys,
+                yerr=[low, high],
+                marker="o",
+                capsize=3,
+                color=colours[baseline],
+                label=f"SLCA − {baseline.upper()}",
+            )
+    right.axhline(0.0, color="black", linewidth=0.8)
+    right.set_xlabel("training judge noise σ")
+    right.set_ylabel("SLCA − baseline Success [95 %]")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -856,22 +890,30 @@ def write_experiment_report(
                 "(evaluation always uses the clean judge). Settings that differ from the main one only in σ:"
             ),
             "",
-            "| σ | setting | SLCA Success | GDPO Success | GRPO Success | SLCA − GDPO [95 %] | SLCA − GRPO [95 %] |",
-            "|---|---|---|---|---|---|---|",
+            (
+                "| σ | setting | runs SLCA/GDPO/GRPO | SLCA Success | GDPO Success | GRPO Success "
+                "| SLCA − GDPO [95 %] | SLCA − GRPO [95 %] |"
+            ),
+            "|---|---|---|---|---|---|---|---|",
         ]
         for group in sorted(noise_groups, key=noise_of):
             group_data, found = datas.get(group.name, data), ablations.get(group.name, paired)
-            means = {
-                e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])])[0]
-                for e in ("slca", "gdpo", "grpo")
-            }
+            estimators = ("slca", "gdpo", "grpo")
+            spread = {e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])]) for e in estimators}
+            means = {e: spread[e][0] for e in estimators}
             noise[noise_of(group)] = {
                 **means,
-                "slca-gdpo": found.get("gdpo.success", {}).get("mean", math.nan),
-                "slca-grpo": found.get("grpo.success", {}).get("mean", math.nan),
+                **{f"{e}_std": spread[e][1] for e in estimators},
+                **{f"{e}_runs": len(group_data["runs"].get(e, [])) for e in estimators},
+                **{
+                    f"slca-{b}{suffix}": found.get(f"{b}.success", {}).get(part, math.nan)
+                    for b in ("gdpo", "grpo")
+                    for suffix, part in (("", "mean"), ("_low", "low"), ("_high", "high"))
+                },
             }
+            counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in estimators)
             lines.append(
-                f"| {noise_of(group):.1f} | {group.label} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
+                f"| {noise_of(group):.1f} | {group.label} | {counts} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
                 f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
                 f"| {_interval(found.get('grpo.success'))} |"
             )
