@@ -518,6 +518,13 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     row = next(line for line in text.splitlines() if line.startswith("| 0.6 | σ = 0.6 |"))
     assert "| 2/2/0 |" in row and row.endswith("| — |") and math.isnan(numbers["noise"][0.6]["slca-grpo"])
     assert numbers["noise"][0.6]["slca-gdpo_low"] > 0
+    # numbers.json is strict JSON: the empty cell is null, not Python's bare NaN
+
+    def refuse(constant: str) -> float:
+        raise ValueError(f"numbers.json holds {constant}")
+
+    written = json.loads((tmp_path / "reports" / "exp" / "numbers.json").read_text(), parse_constant=refuse)
+    assert written["noise"]["0.6"]["slca-grpo"] is None and written["noise"]["0.6"]["slca_runs"] == 2
     assert "SLCA − GDPO Success per setting:" in text
     assert "## Segment-normalisation bias" in text
     assert numbers["segbias"]["main.slca"]["tool_mean.no_call"] == 1.5

@@ -979,5 +979,18 @@ def write_experiment_report(
             for e, runs in data["runs"].items()
         },
     }
-    write_atomic(figures / "numbers.json", json.dumps(numbers, indent=2, sort_keys=True, default=str))
+    text = json.dumps(strict_json(numbers), indent=2, sort_keys=True, default=str, allow_nan=False)
+    write_atomic(figures / "numbers.json", text)
     return numbers
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float (an empty cell) as None, so numbers.json is strict JSON
+    (`null`) that any parser reads, not Python's bare `NaN`; tuples become lists as json writes them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
