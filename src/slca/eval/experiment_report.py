@@ -700,11 +700,10 @@ def plot_noise(points: Mapping[float, Mapping[str, Any]], path: Path) -> Path:
     for estimator in ("slca", "gdpo", "grpo"):
         xs = [s for s in sigmas if not math.isnan(points[s].get(estimator, math.nan))]
         if xs:
-            errors = [points[s].get(f"{estimator}_std", math.nan) for s in xs]
             left.errorbar(
                 xs,
                 [points[s][estimator] for s in xs],
-                yerr=[0.0 if math.isnan(e) else e for e in errors],
+                yerr=[points[s][f"{estimator}_std"] for s in xs],  # 0 for a single run, never NaN beside a mean
                 marker="o",
                 capsize=3,
                 color=colours[estimator],
@@ -719,8 +718,8 @@ def plot_noise(points: Mapping[float, Mapping[str, Any]], path: Path) -> Path:
         xs = [s for s in sigmas if not math.isnan(points[s].get(key, math.nan))]
         if xs:
             ys = [points[s][key] for s in xs]
-            low = [points[s][key] - points[s].get(f"{key}_low", points[s][key]) for s in xs]
-            high = [points[s].get(f"{key}_high", points[s][key]) - points[s][key] for s in xs]
+            low = [points[s][key] - points[s][f"{key}_low"] for s in xs]
+            high = [points[s][f"{key}_high"] - points[s][key] for s in xs]
             right.errorbar(
                 [x + offset for x in xs],
                 ys,
@@ -865,10 +864,7 @@ def write_experiment_report(
                 e: {k: mean_std([r["summary"][k] for r in runs])[0] for k in ("success", "bfcl_irrelevance")}
                 for e, runs in group_data["runs"].items()
             }
-            cells = [
-                "—" if v is None or math.isnan(v["mean"]) else f"{v['mean']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
-                for v in (found.get("grpo.success"), found.get("gdpo.success"), found.get("grpo.no_call"))
-            ]
+            cells = [_interval(found.get(key)) for key in ("grpo.success", "gdpo.success", "grpo.no_call")]
             counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in ("slca", "grpo", "gdpo"))
             lines.append(
                 f"| {group.label} | {counts} | {fmt(stat.get('slca', {}).get('success', math.nan))} "
@@ -911,7 +907,7 @@ def write_experiment_report(
                     for suffix, part in (("", "mean"), ("_low", "low"), ("_high", "high"))
                 },
             }
-            counts = "/".join(str(len(group_data["runs"].get(e, []))) for e in estimators)
+            counts = "/".join(str(noise[noise_of(group)][f"{e}_runs"]) for e in estimators)
             lines.append(
                 f"| {noise_of(group):.1f} | {group.label} | {counts} | {fmt(means['slca'])} | {fmt(means['gdpo'])} "
                 f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
