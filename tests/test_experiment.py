@@ -15,7 +15,9 @@ from slca.config import Params
 from slca.eval.experiment_report import (
     collect,
     compute_line,
+    load_eval,
     paired_bootstrap,
+    paired_difference,
     steps_to_threshold,
     write_experiment_report,
 )
@@ -510,9 +512,20 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     assert point["slca-grpo_low"] > 0 and point["slca-grpo_low"] < point["slca-grpo"] < point["slca-grpo_high"]
     assert point["slca_runs"] == 2 and point["slca_std"] > 0
     assert "| 0.3 | σ = 0.3 | 2/2/2 | " in text
+    # a cell with unequal run counts (GRPO seed 1 not landed): the difference pairs seed 0 with seed 0 only
+    noise_eval = Path(groups[2].params.eval.out_dir)
+    (noise_eval / "grpo-s1.json").unlink()
+    numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
+    text = (tmp_path / "reports" / "exp.md").read_text()
+    assert "| 0.6 | σ = 0.6 | 2/2/1 | " in text and "uses only the seeds both ran" in text
+    seed0 = paired_difference(
+        [load_eval(noise_eval / "slca-s0.json")], [load_eval(noise_eval / "grpo-s0.json")], "success"
+    )["mean"]
+    point = numbers["noise"][0.6]
+    assert point["slca-grpo"] == pytest.approx(seed0)
+    assert point["slca-grpo"] != pytest.approx(point["slca"] - point["grpo"])
     # a σ cell still missing its GRPO runs (the ablations land a few runs a session): counted, not filled in
-    for seed in (0, 1):
-        (Path(groups[2].params.eval.out_dir) / f"grpo-s{seed}.json").unlink()
+    (noise_eval / "grpo-s0.json").unlink()
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
     text = (tmp_path / "reports" / "exp.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| 0.6 | σ = 0.6 |"))

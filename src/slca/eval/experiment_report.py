@@ -838,7 +838,9 @@ def write_experiment_report(
             (
                 "SLCA − GRPO and SLCA − GDPO on the same test tasks, per setting (every setting that was run). A "
                 "setting that does not train a baseline is paired with the main setting's runs of it (same SFT "
-                "checkpoint and seeds)."
+                "checkpoint and seeds). A difference pairs seed i of SLCA with seed i of the baseline, so where "
+                "the run counts differ it uses only the seeds both ran and need not equal the difference of the "
+                "means beside it."
             ),
             "",
             (
@@ -883,7 +885,8 @@ def write_experiment_report(
             (
                 "Theory: SLCA keeps summary-reward noise out of the tool tokens' credit; GRPO and GDPO put it on "
                 "every token, so SLCA's lead over both should grow with the noise σ of the training judge "
-                "(evaluation always uses the clean judge). Settings that differ from the main one only in σ:"
+                "(evaluation always uses the clean judge). Settings that differ from the main one only in σ "
+                "(differences pair seed with seed, as above, so they use only the seeds both estimators ran):"
             ),
             "",
             (
