@@ -697,8 +697,12 @@ def plot_noise(points: Mapping[float, Mapping[str, Any]], path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
     sigmas = sorted(points)
     colours = {"slca": "C0", "gdpo": "C1", "grpo": "C2"}  # one colour per estimator in both panels
+
+    def present(key: str) -> list[float]:  # the σ whose cell has `key` (an empty cell holds NaN)
+        return [s for s in sigmas if not math.isnan(points[s][key])]
+
     for estimator in ("slca", "gdpo", "grpo"):
-        xs = [s for s in sigmas if not math.isnan(points[s].get(estimator, math.nan))]
+        xs = present(estimator)
         if xs:
             left.errorbar(
                 xs,
@@ -715,7 +719,7 @@ def plot_noise(points: Mapping[float, Mapping[str, Any]], path: Path) -> Path:
     left.legend(fontsize=8)
     for offset, baseline in ((-0.01, "gdpo"), (0.01, "grpo")):
         key = f"slca-{baseline}"
-        xs = [s for s in sigmas if not math.isnan(points[s].get(key, math.nan))]
+        xs = present(key)
         if xs:
             ys = [points[s][key] for s in xs]
             low = [points[s][key] - points[s][f"{key}_low"] for s in xs]
