@@ -899,18 +899,34 @@ def write_experiment_report(
             ),
             "|---|---|---|---|---|---|---|---|",
         ]
+        r_sum_lines = [
+            "",
+            (
+                "Test R_sum (the clean judge's summary reward, the term the noisy judge corrupted in training), "
+                "same runs and pairing:"
+            ),
+            "",
+            (
+                "| σ | runs SLCA/GDPO/GRPO | SLCA R_sum | GDPO R_sum | GRPO R_sum "
+                "| SLCA − GDPO R_sum [95 %] | SLCA − GRPO R_sum [95 %] |"
+            ),
+            "|---|---|---|---|---|---|---|",
+        ]
         for group in sorted(noise_groups, key=noise_of):
             group_data, found = datas.get(group.name, data), ablations.get(group.name, paired)
             estimators = ("slca", "gdpo", "grpo")
             spread = {e: mean_std([r["summary"]["success"] for r in group_data["runs"].get(e, [])]) for e in estimators}
             means = {e: spread[e][0] for e in estimators}
+            r_sum = {e: mean_std([r["summary"]["r_sum"] for r in group_data["runs"].get(e, [])])[0] for e in estimators}
             noise[noise_of(group)] = {
                 **means,
                 **{f"{e}_std": spread[e][1] for e in estimators},
                 **{f"{e}_runs": len(group_data["runs"].get(e, [])) for e in estimators},
+                **{f"{e}_r_sum": r_sum[e] for e in estimators},
                 **{
-                    f"slca-{b}{suffix}": found.get(f"{b}.success", {}).get(part, math.nan)
+                    f"slca-{b}{metric_suffix}{suffix}": found.get(f"{b}.{metric}", {}).get(part, math.nan)
                     for b in ("gdpo", "grpo")
+                    for metric, metric_suffix in (("success", ""), ("r_sum", "_r_sum"))
                     for suffix, part in (("", "mean"), ("_low", "low"), ("_high", "high"))
                 },
             }
@@ -920,8 +936,13 @@ def write_experiment_report(
                 f"| {fmt(means['grpo'])} | {_interval(found.get('gdpo.success'))} "
                 f"| {_interval(found.get('grpo.success'))} |"
             )
+            r_sum_lines.append(
+                f"| {noise_of(group):.1f} | {counts} | {fmt(r_sum['slca'])} | {fmt(r_sum['gdpo'])} "
+                f"| {fmt(r_sum['grpo'])} | {_interval(found.get('gdpo.r_sum'))} "
+                f"| {_interval(found.get('grpo.r_sum'))} |"
+            )
         plot_noise(noise, figures / "noise.png")
-        lines += ["", f"![judge noise]({rel}/noise.png)", ""]
+        lines += [*r_sum_lines, "", f"![judge noise]({rel}/noise.png)", ""]
     bias_lines, bias = segbias_section(groups, datas)
     if bias_lines:
         lines += [
