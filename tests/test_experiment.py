@@ -524,6 +524,13 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     cells = [cell.strip() for cell in r_sum_row.strip("|").split("|")]
     assert cells[2] == f"{mean_r_sum:.3f}"
     assert cells[5] == f"{r_sum_gap['mean']:+.3f} [{r_sum_gap['low']:+.3f}, {r_sum_gap['high']:+.3f}]"
+    # each setting's SLCA against the main SLCA, seed with seed: σ 0.6's built-in lead of 0.35 shows
+    main_slca = [load_eval(Path(groups[0].params.eval.out_dir) / f"slca-s{seed}.json") for seed in (0, 1)]
+    own_gap = paired_difference(reports["slca"], main_slca, "success")
+    assert numbers["vs_main_slca"]["noise-0.6"]["success"] == pytest.approx(own_gap) and own_gap["low"] > 0.2
+    assert numbers["vs_main_slca"]["noise-0.6"]["seeds"] == [0, 1] and "main" not in numbers["vs_main_slca"]
+    own_row = next(line for line in text.splitlines() if line.startswith("| σ = 0.6 | 0, 1 | "))
+    assert own_row.split(" | ")[2] == f"{own_gap['mean']:+.3f} [{own_gap['low']:+.3f}, {own_gap['high']:+.3f}]"
     # a cell with unequal run counts (GRPO seed 1 not landed): the difference pairs seed 0 with seed 0 only
     (noise_eval / "grpo-s1.json").unlink()
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
