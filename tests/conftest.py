@@ -4,6 +4,7 @@ the test run changed the git checkout (`git status --porcelain` differs between 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import time
@@ -88,14 +89,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def wait_for_file(path: Path, process: subprocess.Popen, timeout: float) -> bool:
-    """True once `path` exists; False when `process` ends or time runs out first."""
+def json_written(path: Path) -> bool:
+    """`path` exists and parses as JSON: a writer seen (or killed) mid-write leaves it cut short."""
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait_for_file(
+    path: Path, process: subprocess.Popen, timeout: float, ready: Callable[[Path], bool] = Path.exists
+) -> bool:
+    """True once `ready(path)` (by default: it exists); False when `process` ends or time runs out first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
-        if path.exists():
+        if ready(path):
             return True
         time.sleep(0.02)
-    return path.exists()
+    return ready(path)
 
 
 def converted_model(name: str, convert: Callable[[Path], object]) -> Path:

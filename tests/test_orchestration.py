@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from slca.config import dump_params, parse_params
-from tests.conftest import REPO_ROOT, wait_for_file
+from tests.conftest import REPO_ROOT, json_written, wait_for_file
 from tests.real_servers import Servers, free_port, start, stop_group
 
 PIPELINE_FILES = ["dvc.yaml", "prefect.yaml", ".dvcignore", ".dvc/config", "flows", "src", "vendor/bfcl", "adapters"]
@@ -382,7 +382,7 @@ def test_the_flow_killed_mid_train_resumes_on_rerun_to_the_uninterrupted_lock(pi
             start_new_session=True,
         )
         try:
-            reached = wait_for_file(checkpoint, flow, 600)
+            reached = wait_for_file(checkpoint, flow, 600, json_written)
         finally:
             os.killpg(flow.pid, signal.SIGKILL)
             stop_group(flow)  # returns once nothing of the group is left

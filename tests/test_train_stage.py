@@ -29,7 +29,7 @@ from slca.train import START_CACHE_ENV, val_curve
 from slca.train.grpo import SLCAGRPOTrainer
 from slca.train.train_stage import run_train
 from slca.train.val_curve import ValidationCurve, adapters_are_zero
-from tests.conftest import wait_for_file
+from tests.conftest import json_written, wait_for_file
 
 REPO = Path(__file__).resolve().parents[1]
 LOGGED = [
@@ -180,7 +180,7 @@ def test_resume_after_sigkill_continues_the_same_run(workspace, mlflow_store, tm
     folder = workspace / "models" / "grpo-s3"
     first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert wait_for_file(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90), (
+        assert wait_for_file(folder / "checkpoints" / "checkpoint-2" / "trainer_state.json", first, 90, json_written), (
             first.stderr.read().decode()[-2000:] if first.poll() is not None else "no checkpoint in time"
         )
     finally:
@@ -218,6 +218,11 @@ def test_history_helpers(tmp_path):
         if complete:
             (tmp_path / "ck" / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     assert latest_checkpoint(tmp_path / "ck").name == "checkpoint-4"
+    # killed while its trainer state was being written: the file exists but is cut short
+    (tmp_path / "ck" / "checkpoint-6" / "trainer_state.json").write_text('{"global_step": 6, "log_hi')
+    assert latest_checkpoint(tmp_path / "ck").name == "checkpoint-4"
+    (tmp_path / "ck" / "checkpoint-6" / "trainer_state.json").write_text('{"global_step": 6}')
+    assert latest_checkpoint(tmp_path / "ck").name == "checkpoint-6"
     assert latest_checkpoint(tmp_path / "missing") is None
 
 

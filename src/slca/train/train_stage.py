@@ -65,9 +65,18 @@ def run_dir(params: Params, estimator: str, seed: int) -> Path:
     return Path(params.train.out_dir) / f"{estimator}-s{seed}"
 
 
+def _state_written(checkpoint: Path) -> bool:
+    """Its trainer state exists and parses: a kill while the file was being written leaves it cut short."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def latest_checkpoint(checkpoints: Path) -> Path | None:
-    """The newest complete checkpoint (its trainer state written), or None."""
-    done = [p for p in checkpoints.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    """The newest complete checkpoint (its trainer state written whole), or None."""
+    done = [p for p in checkpoints.glob("checkpoint-*") if _state_written(p)]
     done = [p for p in done if p.name.split("-")[-1].isdigit()]
     return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
