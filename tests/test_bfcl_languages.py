@@ -10,6 +10,7 @@ from slca.eval.bfcl import (
     bfcl_to_openai_tools,
     entry_tools,
     load_category,
+    measured,
 )
 from slca.eval.bfcl.converters import java_value, js_value
 from slca.eval.bfcl.decode import decode_prompt_output
@@ -183,3 +184,17 @@ def test_aggregate_is_the_unweighted_leaderboard_mean() -> None:
     assert summary["irrelevance_non_live"] == 0.95
     with pytest.raises(ValueError, match="unknown BFCL category"):
         aggregate({"live_simple": 1.0})
+    assert measured(summary, acc) == summary  # every category ran: every entry measured
+
+
+def test_measured_keeps_only_entries_whose_categories_all_ran() -> None:
+    ran = {"simple_python": 0.9, "simple_java": 0.6, "irrelevance": 0.4}
+    summary = aggregate(ran)
+    assert summary["overall_accuracy_non_live"] == pytest.approx((0.5 + 0 + 0 + 0) / 4)  # the leaderboard's zeros
+    assert measured(summary, ran) == {
+        "python_simple_ast_non_live": 0.9,
+        "java_simple_ast_non_live": 0.6,
+        "irrelevance_non_live": 0.4,
+    }
+    assert measured(aggregate({"irrelevance": 0.6}), ["irrelevance"]) == {"irrelevance_non_live": 0.6}
+    assert measured(summary, []) == {}

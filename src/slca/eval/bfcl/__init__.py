@@ -2,7 +2,8 @@
 
 - `score_results(category, [{"id", "result"}])` -> `[Verdict(id, valid, error_type)]`
 - `load_category(category)` -> entries from `vendor/bfcl/`
-- `aggregate({category: accuracy})` -> the leaderboard's non-live summary
+- `aggregate({category: accuracy})` -> the leaderboard's non-live summary; `measured(summary, run)` keeps
+  the entries whose categories were all run
 - `bfcl_to_openai_tools`, `bfcl_questions_to_messages`, `run_generation` for running a policy
 - `bfcl_app`: the Typer sub-app behind `slca bfcl score`
 """
@@ -19,6 +20,7 @@ from slca.eval.bfcl.score import (
     Verdict,
     accuracy,
     aggregate,
+    measured,
     score_entry,
     score_results,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "entry_tools",
     "language_specific_functions",
     "load_category",
+    "measured",
     "run_generation",
     "score_entry",
     "score_results",

@@ -1,11 +1,13 @@
 """Score raw model outputs on a BFCL category and aggregate category accuracies like the leaderboard.
 
 `score_results(category, [{"id", "result"}, ...])` gives one `Verdict` per result, in order;
-`aggregate({category: accuracy})` gives the non-live summary the leaderboard reports.
+`aggregate({category: accuracy})` gives the non-live summary the leaderboard reports;
+`measured(summary, categories)` keeps the entries whose categories were all run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -134,6 +136,31 @@ def aggregate(per_category_accuracy: dict[str, float]) -> dict[str, float]:
         "parallel_multiple_ast_non_live": score["parallel_multiple"],
         "irrelevance_non_live": score["irrelevance"],
     }
+
+
+_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
+_AST = (*_SIMPLE, "multiple", "parallel", "parallel_multiple")
+# each `aggregate` entry -> the categories it averages
+AGGREGATE_INPUTS: dict[str, tuple[str, ...]] = {
+    "overall_accuracy_non_live": _AST,
+    "summary_ast_non_live": _AST,
+    "simple_ast_non_live": _SIMPLE,
+    "python_simple_ast_non_live": ("simple_python",),
+    "java_simple_ast_non_live": ("simple_java",),
+    "javascript_simple_ast_non_live": ("simple_javascript",),
+    "multiple_ast_non_live": ("multiple",),
+    "parallel_ast_non_live": ("parallel",),
+    "parallel_multiple_ast_non_live": ("parallel_multiple",),
+    "irrelevance_non_live": ("irrelevance",),
+}
+
+
+def measured(summary: dict[str, float], categories_run: Iterable[str]) -> dict[str, float]:
+    """The entries of an `aggregate` summary whose every category was run. The leaderboard counts a missing
+    category as 0, which ranks a partial submission fairly but reads as a result where a run left the category
+    out on purpose (an ablation that runs irrelevance alone would log an overall accuracy of 0.0)."""
+    ran = set(categories_run)
+    return {key: value for key, value in summary.items() if set(AGGREGATE_INPUTS.get(key, (key,))) <= ran}
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
