@@ -565,6 +565,16 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     assert "| main | slca | — | 1.500 | -0.200 | — | 0.000 |" in text
 
 
+def test_every_committed_numbers_json_is_strict_json():
+    def refuse(constant: str) -> float:
+        raise ValueError(f"holds a bare {constant}")
+
+    committed = sorted(REPO.glob("reports/*/numbers.json"))
+    assert {path.parent.name for path in committed} >= {"experiment", "previous_tiny"}
+    for path in committed:
+        json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+
+
 def test_the_headline_spec_trains_smollm2_five_estimators_400_rollouts_each_on_150_test_tasks(tmp_path):
     from slca.config import load_params
 
