@@ -100,6 +100,10 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
+_AST = (*_SIMPLE, "multiple", "parallel", "parallel_multiple")
+
+
 def aggregate(per_category_accuracy: dict[str, float]) -> dict[str, float]:
     """The leaderboard's non-live summary from per-category accuracies in [0, 1].
 
@@ -110,19 +114,8 @@ def aggregate(per_category_accuracy: dict[str, float]) -> dict[str, float]:
     """
     for name in per_category_accuracy:
         check_category(name)
-    score = {
-        name: float(per_category_accuracy.get(name, 0.0))
-        for name in (
-            "simple_python",
-            "simple_java",
-            "simple_javascript",
-            "multiple",
-            "parallel",
-            "parallel_multiple",
-            "irrelevance",
-        )
-    }
-    simple = _mean([score["simple_python"], score["simple_java"], score["simple_javascript"]])
+    score = {name: float(per_category_accuracy.get(name, 0.0)) for name in (*_AST, "irrelevance")}
+    simple = _mean([score[name] for name in _SIMPLE])
     summary = _mean([simple, score["multiple"], score["parallel"], score["parallel_multiple"]])
     return {
         "overall_accuracy_non_live": summary,
@@ -138,8 +131,6 @@ def aggregate(per_category_accuracy: dict[str, float]) -> dict[str, float]:
     }
 
 
-_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
-_AST = (*_SIMPLE, "multiple", "parallel", "parallel_multiple")
 # each `aggregate` entry -> the categories it averages
 AGGREGATE_INPUTS: dict[str, tuple[str, ...]] = {
     "overall_accuracy_non_live": _AST,
