@@ -52,11 +52,11 @@ def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
 
     if not (path / "config.json").exists():
         raise SystemExit(f"{path} is not a saved policy (no config.json)")
-    split = ROOT / load_params(params_path).data.out_dir / "val.jsonl"
+    params = apply_overrides(load_params(params_path), {"eval.n_test": val_tasks})
+    split = ROOT / params.data.out_dir / "val.jsonl"
     if not split.exists():
         raise SystemExit(f"{split} is missing: run `slca synthesize --params {params_path}` first")
     torch.set_num_threads(2)
-    params = apply_overrides(load_params(params_path), {"eval.n_test": val_tasks})
     began = time.perf_counter()
     result = evaluate_path(path, params, split_path=split)
     seconds = time.perf_counter() - began
