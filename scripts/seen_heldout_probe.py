@@ -46,13 +46,16 @@ def result_path(name: str, results: Path = RESULTS) -> Path:
 def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
     import torch
 
-    from slca.config import load_params
+    from slca.config import ParamsError, load_params
     from slca.eval.indomain import evaluate_path
     from slca.train.sweep import apply_overrides
 
     if not (path / "config.json").exists():
         raise SystemExit(f"{path} is not a saved policy (no config.json)")
-    params = apply_overrides(load_params(params_path), {"eval.n_test": val_tasks})
+    try:
+        params = apply_overrides(load_params(params_path), {"eval.n_test": val_tasks})
+    except ParamsError as error:
+        raise SystemExit(str(error)) from None
     split = ROOT / params.data.out_dir / "val.jsonl"
     if not split.exists():
         raise SystemExit(f"{split} is missing: run `slca synthesize --params {params_path}` first")
