@@ -500,6 +500,8 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
                     for s in (1, 2)
                 ]
                 (run / "metrics_history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    start_success = [float(rng.random() < 0.3) for _ in range(120)]
+    fake_eval(Path(groups[0].params.eval.out_dir) / "sft.json", "sft", 0, start_success)
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")
     text = (tmp_path / "reports" / "exp.md").read_text()
     assert text.startswith("# Exp: SLCA-GRPO against GRPO and GDPO")
@@ -531,6 +533,14 @@ def test_the_noise_curve_pairs_slca_with_gdpo_and_grpo_at_each_sigma_and_the_bia
     assert numbers["vs_main_slca"]["noise-0.6"]["seeds"] == [0, 1] and "main" not in numbers["vs_main_slca"]
     own_row = next(line for line in text.splitlines() if line.startswith("| σ = 0.6 | 0, 1 | "))
     assert own_row.split(" | ")[2] == f"{own_gap['mean']:+.3f} [{own_gap['low']:+.3f}, {own_gap['high']:+.3f}]"
+    # the setting's SLCA against the SFT start the main group evaluated (every run of the setting, the start
+    # repeated for each): σ 0.6's built-in lead shows there too, and the cell names its runs
+    start = load_eval(Path(groups[0].params.eval.out_dir) / "sft.json")
+    start_gap = paired_difference(reports["slca"], [start], "success")
+    assert numbers["vs_main_slca"]["noise-0.6"]["start_success"] == pytest.approx(start_gap)
+    assert start_gap["low"] > 0.1 and numbers["vs_main_slca"]["noise-0.6"]["start_seeds"] == [0, 1]
+    gap_cell = f"{start_gap['mean']:+.3f} [{start_gap['low']:+.3f}, {start_gap['high']:+.3f}] (2)"
+    assert own_row.rstrip(" |").endswith(gap_cell)
     # a cell with unequal run counts (GRPO seed 1 not landed): the difference pairs seed 0 with seed 0 only
     (noise_eval / "grpo-s1.json").unlink()
     numbers = write_experiment_report(groups, tmp_path / "reports" / "exp.md")

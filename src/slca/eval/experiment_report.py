@@ -648,8 +648,11 @@ VS_MAIN_METRICS = ("success", "no_call", "r_sum")
 
 def vs_main_slca(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], dict[str, Any]]:
     """Each ablation setting's SLCA runs against the main setting's SLCA runs on the same test tasks, seed
-    with seed (only the seeds both ran): what the setting itself changed in SLCA, beside the baselines."""
+    with seed (only the seeds both ran): what the setting itself changed in SLCA, beside the baselines; and
+    every run of the setting's SLCA against the SFT start the main group evaluated (the one checkpoint all
+    settings train from), the target's own measure."""
     main_runs = datas[groups[0].name]["runs"].get("slca") or []
+    start = datas[groups[0].name].get("sft")
     found: dict[str, Any] = {}
     rows = []
     for group in groups[1:]:
@@ -666,21 +669,28 @@ def vs_main_slca(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]) 
             for metric in VS_MAIN_METRICS
         }
         found[group.name]["seeds"] = seeds
+        found[group.name]["start_success"] = (
+            paired_difference([r["report"] for r in runs], [start], "success") if start is not None else None
+        )
+        found[group.name]["start_seeds"] = sorted(r["seed"] for r in runs)
         rows.append(
             f"| {group.label} | {', '.join(map(str, seeds))} | "
             + " | ".join(_interval(found[group.name][m]) for m in VS_MAIN_METRICS)
-            + " |"
+            + f" | {_interval(found[group.name]['start_success'])} ({len(runs)}) |"
         )
     if not rows:
         return [], found
     return [
         (
             "Each setting's SLCA against the main setting's SLCA on the same test tasks (seed with seed, only the "
-            "seeds both ran): what the setting changed in SLCA itself."
+            "seeds both ran): what the setting changed in SLCA itself. The last column is the setting's SLCA "
+            "against the SFT start, every run of the setting paired with the start task by task (runs in "
+            "brackets), as in the main group's RL − SFT table."
         ),
         "",
-        "| setting | seeds paired | Δ Success [95 %] | Δ No-call acc. [95 %] | Δ R_sum [95 %] |",
-        "|---|---|---|---|---|",
+        "| setting | seeds paired | Δ Success [95 %] | Δ No-call acc. [95 %] | Δ R_sum [95 %] "
+        "| SLCA − SFT start Success [95 %] (runs) |",
+        "|---|---|---|---|---|---|",
         *rows,
         "",
     ], found
