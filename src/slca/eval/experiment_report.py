@@ -688,8 +688,10 @@ def vs_main_slca(groups: Sequence[Any], datas: Mapping[str, Mapping[str, Any]]) 
             "brackets), as in the main group's RL − SFT table."
         ),
         "",
-        "| setting | seeds paired | Δ Success [95 %] | Δ No-call acc. [95 %] | Δ R_sum [95 %] "
-        "| SLCA − SFT start Success [95 %] (runs) |",
+        (
+            "| setting | seeds paired | Δ Success [95 %] | Δ No-call acc. [95 %] | Δ R_sum [95 %] "
+            "| SLCA − SFT start Success [95 %] (runs) |"
+        ),
         "|---|---|---|---|---|---|",
         *rows,
         "",
