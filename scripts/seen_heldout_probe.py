@@ -13,8 +13,15 @@ the experiment's committed evaluation reports; both with a paired bootstrap inte
     .venv/bin/python scripts/seen_heldout_probe.py --report      # rebuild reports/seen_heldout_probe.md
 
 A model is named `<setting>/<run>` as in `reports/experiment/<setting>/eval/<run>.json` (the SFT start
-is `main/sft`). Needs `data/val.jsonl` from the experiment's data params (`slca synthesize`).
-Results: reports/seen_heldout_probe/<setting>__<run>.json (committed) and reports/seen_heldout_probe.md.
+is `main/sft`). A run's periodic checkpoint (its LoRA adapter, kept with `train.keep_checkpoints`) is
+named `<setting>/<run>@<step>` and merged into its base in memory, as the run's end merges its policy;
+it has no test evaluation, and the report sets it beside the run's last step on validation:
+
+    .venv/bin/python scripts/seen_heldout_probe.py \
+        --model budget-800/slca-s0@50=models/experiment/budget-800/slca-s0/checkpoints/checkpoint-50
+
+Needs `data/val.jsonl` from the experiment's data params (`slca synthesize`).
+Results: reports/seen_heldout_probe/<setting>__<run>[@<step>].json (committed) and reports/seen_heldout_probe.md.
 """
 
 from __future__ import annotations
@@ -36,21 +43,40 @@ START = "main/sft"
 CURVE_TASKS = 40  # the learning curves' validation sample (experiments/headline.yaml, train.val_tasks)
 
 
+def parse_name(name: str) -> tuple[str, str, int | None]:
+    """(setting, run, checkpoint step or None) of `<setting>/<run>[@<step>]`; a one-line error otherwise."""
+    setting, _, rest = name.partition("/")
+    run, at, step = rest.partition("@")
+    if not setting or not run or "/" in rest or (at and not step.isdigit()):
+        raise SystemExit(f"a model is named <setting>/<run> or <setting>/<run>@<step> (e.g. main/sft), got {name!r}")
+    return setting, run, int(step) if at else None
+
+
 def result_path(name: str, results: Path = RESULTS) -> Path:
-    setting, _, run = name.partition("/")
-    if not setting or not run or "/" in run:
-        raise SystemExit(f"a model is named <setting>/<run> (e.g. main/sft), got {name!r}")
-    return results / f"{setting}__{run}.json"
+    setting, run, step = parse_name(name)
+    return results / f"{setting}__{run}{'' if step is None else f'@{step}'}.json"
+
+
+def load_merged(path: Path, params: Any) -> tuple[Any, Any]:
+    """A run's LoRA checkpoint merged into its base, as `save_policy` merges a run's policy at its end."""
+    from slca.train.policy import load_policy
+
+    model, tokenizer = load_policy(path, params)
+    return model.merge_and_unload().eval(), tokenizer
 
 
 def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
     import torch
 
     from slca.config import ParamsError, load_params
-    from slca.eval.indomain import evaluate_path
+    from slca.eval.indomain import evaluate_path, evaluate_policy, split_train_values
+    from slca.train.policy import read_tasks
     from slca.train.sweep import apply_overrides
 
-    if not (path / "config.json").exists():
+    checkpoint = parse_name(name)[2] is not None
+    if checkpoint and not (path / "adapter_config.json").exists():
+        raise SystemExit(f"{path} is not a LoRA checkpoint (no adapter_config.json), but {name} names a step")
+    if not checkpoint and not (path / "config.json").exists():
         raise SystemExit(f"{path} is not a saved policy (no config.json)")
     try:
         params = apply_overrides(load_params(params_path), {"eval.n_test": val_tasks})
@@ -61,7 +87,13 @@ def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
         raise SystemExit(f"{split} is missing: run `slca synthesize --params {params_path}` first")
     torch.set_num_threads(2)
     began = time.perf_counter()
-    result = evaluate_path(path, params, split_path=split)
+    if checkpoint:
+        model, tokenizer = load_merged(path, params)
+        tasks = read_tasks(split, limit=params.eval.n_test)
+        seen = split_train_values(params) if (Path(params.data.out_dir) / "train.jsonl").exists() else None
+        result = evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
+    else:
+        result = evaluate_path(path, params, split_path=split)
     seconds = time.perf_counter() - began
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=ROOT
@@ -100,13 +132,17 @@ def cell(values: tuple[int, float, float, float, float, float]) -> tuple[str, st
     return f"{start:.3f} → {rl:.3f}", f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def curve_gain(history: Path) -> str:
-    """The run's own learning curve: validation Success at its last point − at step 0 (— without a history)."""
+def curve_gain(history: Path, step: int | None = None) -> str:
+    """The run's own learning curve: validation Success at its last point (or at `step`) − at step 0 (— where
+    the history or that point is missing)."""
     if not history.exists():
         return "—"
     points = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines() if line.strip()]
-    values = [point["val/success"] for point in points if "val/success" in point]
-    return f"{values[-1] - values[0]:+.3f}" if len(values) > 1 else "—"
+    values = {point["step"]: point["val/success"] for point in points if "val/success" in point}
+    if 0 not in values or len(values) < 2:
+        return "—"
+    at = max(values) if step is None else step
+    return f"{values[at] - values[0]:+.3f}" if at in values and at != 0 else "—"
 
 
 def report(results: Path = RESULTS, experiment: Path = EXPERIMENT) -> str:
@@ -135,25 +171,50 @@ def report(results: Path = RESULTS, experiment: Path = EXPERIMENT) -> str:
         ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    rows = {}
     for path in sorted(results.glob("*.json")):
         if path == start_path:
             continue
         row = json.loads(path.read_text(encoding="utf-8"))
-        setting, _, run = row["model"].partition("/")
-        test_path = experiment / setting / "eval" / f"{run}.json"
-        if not test_path.exists():
-            raise SystemExit(f"{row['model']} has no committed test evaluation ({test_path})")
-        test = json.loads(test_path.read_text(encoding="utf-8"))
+        rows[row["model"]] = row
+        setting, run, step = parse_name(row["model"])
+        test_cells = ["—", "—", "— (a checkpoint: not evaluated on test)"]
+        if step is None:
+            test_path = experiment / setting / "eval" / f"{run}.json"
+            if not test_path.exists():
+                raise SystemExit(f"{row['model']} has no committed test evaluation ({test_path})")
+            test = json.loads(test_path.read_text(encoding="utf-8"))
+            held = paired(test["indomain"]["episodes"], start_test["indomain"]["episodes"])
+            test_cells = [str(held[0]), *cell(held)]
         val = paired(row["episodes"], start["episodes"])
         first = paired(row["episodes"][:CURVE_TASKS], start["episodes"][:CURVE_TASKS])
-        held = paired(test["indomain"]["episodes"], start_test["indomain"]["episodes"])
         val_means, val_diff = cell(val)
-        test_means, test_diff = cell(held)
         lines.append(
             f"| {row['model']} | {val[0]} | {val_means} | {val_diff} | {cell(first)[1]} "
-            f"| {curve_gain(experiment / setting / 'history' / f'{run}.jsonl')} | {held[0]} | {test_means} "
-            f"| {test_diff} | {row['seconds'] / 60:.1f} |"
+            f"| {curve_gain(experiment / setting / 'history' / f'{run}.jsonl', step)} | "
+            + " | ".join(test_cells)
+            + f" | {row['seconds'] / 60:.1f} |"
         )
+    later = []
+    for name, row in rows.items():
+        setting, run, step = parse_name(name)
+        final = rows.get(f"{setting}/{run}")
+        if step is None or final is None:
+            continue
+        tasks, early, last, diff, low, high = paired(final["episodes"], row["episodes"])
+        later.append(
+            f"| {setting}/{run} | {step} | {tasks} | {early:.3f} → {last:.3f} | {diff:+.3f} [{low:+.3f}, {high:+.3f}] |"
+        )
+    if later:
+        lines += [
+            "",
+            "One run at two points: its last step against its checkpoint at an earlier step, on the same validation "
+            "tasks (paired bootstrap, 95 %): what the steps between them added.",
+            "",
+            "| run | earlier step | validation tasks | val Success, earlier → last | last − earlier |",
+            "|---|---|---|---|---|",
+            *later,
+        ]
     commits = sorted({json.loads(path.read_text(encoding="utf-8"))["commit"] for path in results.glob("*.json")})
     lines += [
         "",
