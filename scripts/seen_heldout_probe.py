@@ -208,8 +208,10 @@ def report(results: Path = RESULTS, experiment: Path = EXPERIMENT) -> str:
     if later:
         lines += [
             "",
-            "One run at two points: its last step against its checkpoint at an earlier step, on the same validation "
-            "tasks (paired bootstrap, 95 %): what the steps between them added.",
+            (
+                "One run at two points: its last step against its checkpoint at an earlier step, on the same "
+                "validation tasks (paired bootstrap, 95 %): what the steps between them added."
+            ),
             "",
             "| run | earlier step | validation tasks | val Success, earlier → last | last − earlier |",
             "|---|---|---|---|---|",
