@@ -123,7 +123,7 @@ def test_checkpoint_names_and_a_checkpoint_that_is_not_an_adapter(tmp_path):
     with pytest.raises(SystemExit, match="<setting>/<run>@<step>"):
         probe.result_path("b/slca-s0@last")
     (tmp_path / "config.json").write_text("{}")  # a saved policy, not a LoRA checkpoint
-    with pytest.raises(SystemExit, match="is not a LoRA checkpoint .* but b/slca-s0@50 names a step"):
+    with pytest.raises(SystemExit, match=r"is not a LoRA checkpoint .* but b/slca-s0@50 names a step"):
         probe.evaluate("b/slca-s0@50", tmp_path, ROOT / "reports/experiment/main/params.yaml", 4)
 
 
