@@ -20,7 +20,7 @@ help:
 	@echo "make test   install, lint, then run the test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 	@echo "make experiment  the headline experiment's main group (5 estimators x 3 seeds) -> reports/experiment.md; BUDGET=MIN starts only jobs that fit"
-	@echo "make experiment-ablations  its judge-noise and abstain-baseline groups (run after the main group)"
+	@echo "make experiment-ablations  its judge-noise, abstain-baseline and budget-800 groups (run after the main group)"
 	@echo "make dashboard  serve the Streamlit credit-attribution dashboard on 127.0.0.1:8501"
 
 $(STAMP): pyproject.toml
@@ -68,7 +68,7 @@ experiment: install
 
 experiment-ablations: install
 	$(VENV)/bin/slca experiment --spec experiments/headline.yaml --only judge-noise-0.3 --only judge-noise-0.6 \
-	  --only abstain-baseline $(if $(BUDGET),--budget-minutes $(BUDGET))
+	  --only abstain-baseline --only budget-800 $(if $(BUDGET),--budget-minutes $(BUDGET))
 
 bench: install
 	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
