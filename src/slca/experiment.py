@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from slca.config import Params, ParamsError, apply_profile, load_params, with_overrides
 from slca.rollout.precision import cpu_model, native_bf16, precision_summary
+from slca.tracking import write_atomic
 
 
 class ExperimentError(RuntimeError):
@@ -61,6 +62,13 @@ class Job:
     deps: list[str] = field(default_factory=list)
     outputs: list[Path] = field(default_factory=list)  # all present, with a matching stamp: done
     history: tuple[Path, Path] | None = None  # (the run's folder, where its history copy is kept)
+    # dotted keys inside `deps` the job does not depend on: a run's commands name its own estimator and seed,
+    # so a group's lists of them can grow without making its landed runs stale
+    exempt: tuple[str, ...] = ()
+
+
+#: the keys a train -> evaluate run's hash leaves out (its estimator and seed are in its commands)
+RUN_EXEMPT = ("train.estimators", "train.seeds")
 
 
 def apply_overrides(params: Params, overrides: Mapping[str, Any], source: str) -> Params:
@@ -225,6 +233,7 @@ def jobs_for(groups: Sequence[Group], stamps: Path) -> tuple[list[Job], list[Job
                         ["data", "policy", "sft", "train", "credit", "rewards", "simulator", "eval", "project"],
                         [Path(group.params.eval.out_dir) / f"{run}.json", history_copy(group.params, run)],
                         (Path(group.params.train.out_dir) / run, history_copy(group.params, run)),
+                        RUN_EXEMPT,
                     )
                 )
     return upstream, runs
@@ -236,10 +245,15 @@ def _lookup(raw: Mapping[str, Any], dotted: str) -> Any:
     return raw
 
 
-def job_hash(job: Job) -> str:
-    """Hash of a job's commands and of the params sections (or dotted keys) it depends on."""
+def job_hash(job: Job, legacy: bool = False) -> str:
+    """Hash of a job's commands and of the params sections (or dotted keys) it depends on, less its `exempt`
+    keys. `legacy`: the rule stamps were written under before `exempt` existed (nothing left out)."""
     raw = job.params.model_dump(mode="json")
     raw["project"] = {k: v for k, v in raw["project"].items() if k != "experiment"}  # the MLflow name only
+    if not legacy:
+        for dotted in job.exempt:
+            section, _, leaf = dotted.rpartition(".")
+            _lookup(raw, section).pop(leaf, None)
     deps = {key: _lookup(raw, key) for key in job.deps}
     return hashlib.sha256(json.dumps([job.commands, deps], sort_keys=True).encode()).hexdigest()[:16]
 
@@ -250,8 +264,17 @@ def history_copy(params: Params, run: str) -> Path:
 
 
 def is_done(job: Job) -> bool:
-    if not job.stamp.exists() or json.loads(job.stamp.read_text()).get("hash") != job_hash(job):
+    """Its stamp matches what it depends on now and its outputs exist. A stamp written under the legacy rule
+    that matches the job's legacy hash (the params it ran with, unchanged) is rewritten under the current rule,
+    so a later change to an exempt key leaves it done."""
+    if not job.stamp.exists():
         return False
+    stamp = json.loads(job.stamp.read_text())
+    current = job_hash(job)
+    if stamp.get("hash") != current:
+        if not job.exempt or stamp.get("hash") != job_hash(job, legacy=True):
+            return False
+        write_atomic(job.stamp, json.dumps({**stamp, "hash": current}, sort_keys=True) + "\n")
     return all(path.exists() for path in job.outputs)
 
 
