@@ -223,8 +223,11 @@ def screenshot(driver, name: str, folder: Path) -> Path:
 
 
 def selected(driver, key: str) -> str:
-    """The shown value of the selectbox with widget key `key`."""
-    return css(driver, f".st-key-{key} input[role='combobox']")[0].get_attribute("value")
+    """The shown value of the selectbox with widget key `key`, once it has painted (on loaded cores it can
+    paint after the status widget has gone and `settle`'s pause is over)."""
+    selector = f".st-key-{key} input[role='combobox']"
+    (box,) = wait_for(driver, lambda d: css(d, selector), f"the selectbox {key!r} never showed")[:1]
+    return box.get_attribute("value")
 
 
 def flip_count(driver) -> tuple[int, int]:
