@@ -71,8 +71,7 @@ def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
     import torch
 
     from slca.config import ParamsError, load_params
-    from slca.eval.indomain import evaluate_path, evaluate_policy, split_train_values
-    from slca.train.policy import read_tasks
+    from slca.eval.indomain import evaluate_loaded, evaluate_path
     from slca.train.sweep import apply_overrides
 
     checkpoint = parse_name(name)[2] is not None
@@ -90,10 +89,7 @@ def evaluate(name: str, path: Path, params_path: Path, val_tasks: int) -> None:
     torch.set_num_threads(2)
     began = time.perf_counter()
     if checkpoint:
-        model, tokenizer = load_merged(path, params)
-        tasks = read_tasks(split, limit=params.eval.n_test)
-        seen = split_train_values(params) if (Path(params.data.out_dir) / "train.jsonl").exists() else None
-        result = evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
+        result = evaluate_loaded(*load_merged(path, params), params, split_path=split)
     else:
         result = evaluate_path(path, params, split_path=split)
     seconds = time.perf_counter() - began
@@ -219,7 +215,7 @@ def report(results: Path = RESULTS, experiment: Path = EXPERIMENT) -> str:
             "|---|---|---|---|---|",
             *later,
         ]
-    commits = sorted({json.loads(path.read_text(encoding="utf-8"))["commit"] for path in results.glob("*.json")})
+    commits = sorted({start["commit"], *(row["commit"] for row in rows.values())})
     lines += [
         "",
         f"SFT start on validation: Success {start['metrics']['success']:.3f} on {start['tasks']} tasks "

@@ -29,6 +29,7 @@ __all__ = [
     "aggregate",
     "by_kind",
     "episode_metrics",
+    "evaluate_loaded",
     "evaluate_path",
     "evaluate_policy",
     "flatten_table",
@@ -49,9 +50,16 @@ def split_train_values(params: Any) -> frozenset[str]:
 
 def evaluate_path(model_path: str | Path, params: Any, split_path: str | Path | None = None) -> dict[str, Any]:
     """Load a saved policy and evaluate it on `<data.out_dir>/test.jsonl` (or `split_path`)."""
-    from slca.train.policy import load_policy, read_tasks
+    from slca.train.policy import load_policy
 
     model, tokenizer = load_policy(model_path, params)
+    return evaluate_loaded(model, tokenizer, params, split_path)
+
+
+def evaluate_loaded(model: Any, tokenizer: Any, params: Any, split_path: str | Path | None = None) -> dict[str, Any]:
+    """`evaluate_path` for a policy already in memory (e.g. a LoRA checkpoint merged into its base)."""
+    from slca.train.policy import read_tasks
+
     tasks = read_tasks(split_path or Path(params.data.out_dir) / "test.jsonl", limit=params.eval.n_test)
     seen = split_train_values(params) if (Path(params.data.out_dir) / "train.jsonl").exists() else None
     return evaluate_policy(model, tokenizer, tasks, params, seen_values=seen)
