@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from slca.eval.experiment_report import (
 )
 from slca.experiment import (
     ExperimentError,
+    attempt_path,
     build_groups,
     fits_budget,
     is_done,
@@ -238,6 +240,89 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     assert f"Processors: 1 × {epyc}; 2 × {xeon}; not recorded: 1 earlier job(s)." in counted
     assert compute_line([{"cpu": xeon}]).endswith(f"Processors: 1 × {xeon}.")
     assert "Processors" not in compute_line([{"precision": emulated}])
+
+
+def test_a_job_stopped_mid_run_is_continued_and_its_stamp_adds_the_attempts(tmp_path, monkeypatch):
+    """A session that ends inside a run leaves a marker, a log and the run's checkpoints; the next call's
+    attempt continues them (the train stage resumes) and the stamp counts both attempts' time and lanes."""
+    import os
+
+    import slca.experiment as experiment
+
+    spec_path = write_spec(tmp_path, ablations=[])
+    groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+    stamps, logs = tmp_path / "stamps", tmp_path / "logs"
+    _, runs = jobs_for(groups, stamps)
+    job = runs[1]
+    folder, _ = job.history
+    state = folder / "checkpoints" / "checkpoint-3" / "trainer_state.json"
+    state.parent.mkdir(parents=True)
+    (folder / "metrics_history.jsonl").write_text(json.dumps({"step": 3}) + "\n")
+    log = logs / "main__slca-s0.log"
+    exit_codes: list[int] = []
+
+    def command(exe, stdout, stderr, env):  # the job's train/evaluate commands, standing in for `slca ...`
+        assert json.loads(attempt_path(job).read_text())["hash"] == job_hash(job)  # marked while it runs
+        stdout.write(f"{exe[3]} ran\n")
+        return exit_codes.pop(0)
+
+    monkeypatch.setattr(experiment.subprocess, "call", command)
+
+    def attempt(exit_code: int, lanes: int, ran_s: float | None = None) -> dict:
+        exit_codes[:] = [exit_code, 0]
+        if exit_code:  # stopped inside train: no stamp, a marker and a log whose last line came `ran_s` in
+            with pytest.raises(ExperimentError, match="failed at `slca train"):
+                run_job(job, logs, {"OMP_NUM_THREADS": "1"}, lanes=lanes)
+            started = json.loads(attempt_path(job).read_text())["started"]
+            os.utime(log, (started + ran_s, started + ran_s))
+            assert not job.stamp.exists()
+            return {}
+        run_job(job, logs, {"OMP_NUM_THREADS": "1"}, lanes=lanes)
+        assert not attempt_path(job).exists()
+        return json.loads(job.stamp.read_text())
+
+    attempt(1, lanes=2, ran_s=300.0)
+    first = log.read_text()
+    assert json.loads(attempt_path(job).read_text())["attempts"] == 1
+    # without a written trainer state there is nothing to continue: the job would start over
+    assert experiment.earlier_attempt(job, logs)["seconds"] == pytest.approx(300.0, abs=0.1)
+    assert not experiment.resumable(job)
+    state.write_text("{}")
+    assert experiment.resumable(job)
+    # the budget plans only what is left: a run planned at 1000 s with 300 s run fits 700 s
+    done = runs[2]
+    done.stamp.parent.mkdir(parents=True, exist_ok=True)
+    done.stamp.write_text(json.dumps({"hash": job_hash(done), "seconds": 1000.0}))
+    assert fits_budget(job, stamps, 0.0, 700.0 / 60) and not fits_budget(job, stamps, 1.0, 700.0 / 60)
+    assert not fits_budget(runs[3], stamps, 0.0, 700.0 / 60)  # another run: planned at 1000 s
+    # attempt 2, alone: the train command continued checkpoint-3 (as `slca train` records it)
+    update_runinfo(folder, resumed_from="checkpoint-3")
+    stamp = attempt(0, lanes=1)
+    assert stamp["attempts"] == 2 and stamp["resumed_from"] == "checkpoint-3"
+    assert stamp["earlier_attempts_seconds"] == pytest.approx(300.0, abs=0.1)
+    assert 300.0 <= stamp["seconds"] < 330.0 and stamp["lanes"] == 2  # not alone: attempt 1 had a neighbour
+    text = log.read_text()
+    assert text.startswith(first) and "# attempt 2: continues 1 earlier attempt(s) (300 s)" in text
+    # two stopped attempts, then one that continues: all three add up
+    attempt(1, lanes=1, ran_s=100.0)
+    attempt(1, lanes=1, ran_s=40.0)
+    stamp = attempt(0, lanes=1)
+    assert stamp["attempts"] == 3 and stamp["earlier_attempts_seconds"] == pytest.approx(140.0, abs=0.1)
+    assert stamp["lanes"] == 1
+    # a checkpoint, but the train command started over (other params in the run dir): set apart, not added
+    attempt(1, lanes=1, ran_s=50.0)
+    update_runinfo(folder, resumed_from=None)
+    stamp = attempt(0, lanes=1)
+    assert "attempts" not in stamp and stamp["discarded_seconds"] == pytest.approx(50.0, abs=0.1)
+    assert stamp["seconds"] < 30.0
+    # no checkpoint left (a fresh machine): nothing earlier is read and the log starts anew
+    shutil.rmtree(folder / "checkpoints")
+    attempt(1, lanes=1, ran_s=20.0)
+    stamp = attempt(0, lanes=1)
+    assert "attempts" not in stamp and "discarded_seconds" not in stamp
+    assert "# attempt" not in log.read_text()
+    line = compute_line([{"seconds": 600.0, "attempts": 2}, {"seconds": 60.0, "discarded_seconds": 120.0}, {}])
+    assert "1 job(s) ran in 2 or more attempts" in line and "2.0 job-minutes of stopped attempts" in line
 
 
 def test_a_budget_starts_only_jobs_that_finished_jobs_say_will_fit(tmp_path):

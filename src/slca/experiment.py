@@ -345,17 +345,77 @@ def fits_budget(job: Job, stamps: Path, elapsed_s: float, budget_minutes: float 
     if budget_minutes is None:
         return True
     expected = expected_seconds(job, stamps)
-    return expected is None or elapsed_s + expected <= budget_minutes * 60
+    if expected is None:
+        return True
+    earlier = earlier_attempt(job, stamps.parent / "logs")
+    if earlier and resumable(job):  # what an earlier session's attempt ran is not run again
+        expected = max(0.0, expected - float(earlier["seconds"]))
+    return elapsed_s + expected <= budget_minutes * 60
+
+
+def attempt_path(job: Job) -> Path:
+    """The marker a job leaves while it runs (not a stamp: `*.json` files under stamps/ are finished jobs)."""
+    return job.stamp.with_name(job.stamp.stem + ".attempt")
+
+
+def job_log(job: Job, logs: Path) -> Path:
+    return logs / f"{job.name.replace('/', '__')}.log"
+
+
+def earlier_attempt(job: Job, logs: Path) -> dict[str, Any] | None:
+    """What earlier attempts of this job under its current params ran before they were stopped (the end of a
+    session, a kill): {"attempts", "seconds", "lanes"}, the last attempt's time read as its marker's start to
+    its log's last write (a run's log takes a progress line a step); None when there was none."""
+    try:
+        marker = json.loads(attempt_path(job).read_text(encoding="utf-8"))
+        last_write = job_log(job, logs).stat().st_mtime
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("hash") != job_hash(job):
+        return None
+    ran = max(0.0, last_write - float(marker.get("started", last_write)))
+    return {
+        "attempts": int(marker.get("attempts", 1)),
+        "seconds": round(float(marker.get("earlier_seconds", 0.0)) + ran, 1),
+        "lanes": int(marker.get("lanes", 1)),
+    }
+
+
+def resumable(job: Job) -> bool:
+    """Whether the job's train command will continue from a checkpoint rather than start over: a run folder
+    with a checkpoint whose trainer state was written and no finished run in it (`train_stage.resume_point`
+    also checks the params; the driver's marker hash already did)."""
+    if job.history is None:
+        return False
+    folder = job.history[0]
+    if (folder / "metrics.json").exists():
+        return False
+    return any(state.is_file() for state in (folder / "checkpoints").glob("checkpoint-*/trainer_state.json"))
 
 
 def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> float:
     """Run a job's commands in order; raises ExperimentError naming its log on failure."""
     logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{job.name.replace('/', '__')}.log"
+    log = job_log(job, logs)
+    earlier = earlier_attempt(job, logs) if resumable(job) else None  # read before this attempt writes the log
     started = time.perf_counter()
     version = code_version()  # the code this job runs, read before it runs (a commit may land meanwhile)
     job.stamp.unlink(missing_ok=True)
-    with log.open("w") as handle:
+    job.stamp.parent.mkdir(parents=True, exist_ok=True)
+    marker = {
+        "hash": job_hash(job),
+        "started": time.time(),
+        "attempts": (earlier["attempts"] if earlier else 0) + 1,
+        "earlier_seconds": earlier["seconds"] if earlier else 0.0,
+        "lanes": max(lanes, earlier["lanes"] if earlier else 0),
+    }
+    write_atomic(attempt_path(job), json.dumps(marker, sort_keys=True) + "\n")
+    with log.open("a" if earlier else "w") as handle:
+        if earlier:
+            handle.write(
+                f"# attempt {marker['attempts']}: continues {earlier['attempts']} earlier attempt(s) "
+                f"({earlier['seconds']:.0f} s) stopped before the job finished\n"
+            )
         for command in job.commands:
             handle.write(f"$ {' '.join(command)}\n")
             handle.flush()
@@ -365,14 +425,28 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
                 raise ExperimentError(f"job {job.name} failed at `{' '.join(command)}`: {tail[0]} (log: {log})")
     seconds = time.perf_counter() - started
     keep_history(job)
-    job.stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp = {
+    stamp: dict[str, Any] = {
         "hash": job_hash(job),
         "seconds": round(seconds, 1),
         "threads": int(env.get("OMP_NUM_THREADS", "0") or 0),
         "lanes": lanes,  # 1: the driver ran nothing beside it
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if earlier:
+        from slca.runinfo import read_runinfo
+
+        resumed = read_runinfo(job.history[0]).get("resumed_from") if job.history else None
+        if resumed:  # the train command continued the earlier attempts' checkpoint: their time is this job's
+            seconds += float(earlier["seconds"])
+            stamp.update(
+                seconds=round(seconds, 1),
+                lanes=marker["lanes"],
+                attempts=marker["attempts"],
+                resumed_from=resumed,
+                earlier_attempts_seconds=earlier["seconds"],
+            )
+        else:  # it started over: the earlier attempts' time bought nothing this job's outputs use
+            stamp["discarded_seconds"] = earlier["seconds"]
     stamp.update(version)
     stamp["precision"] = precision_summary(job.params.policy)  # what this machine ran `auto` precision as
     stamp["cpu"] = cpu_model()  # job-minutes compare between jobs on one processor
@@ -382,6 +456,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
 
         stamp["sft_start"] = checkpoint_digest(start)[:16]
     job.stamp.write_text(json.dumps(stamp, sort_keys=True) + "\n")
+    attempt_path(job).unlink(missing_ok=True)
     return seconds
 
 

@@ -515,6 +515,15 @@ def compute_line(stamps: Sequence[Mapping[str, Any]]) -> str:
         f", {len(stamps) - len(known)} unrecorded" if len(known) < len(stamps) else ""
     )
     line = f"- Compute: {total / 60:.1f} job-minutes in all; {where} (side by side, wall time is less than the sum)."
+    resumed = sum(1 for stamp in stamps if int(stamp.get("attempts", 1)) > 1)
+    if resumed:
+        line += (
+            f" {resumed} job(s) ran in 2 or more attempts (stopped with a session, then continued from their last"
+            " checkpoint; their minutes add the attempts, and any attempt's neighbours count against ran alone)."
+        )
+    discarded = sum(float(stamp.get("discarded_seconds", 0.0)) for stamp in stamps)
+    if discarded:
+        line += f" {discarded / 60:.1f} job-minutes of stopped attempts were started over and are not in the total."
     starts = sorted({str(stamp["sft_start"]) for stamp in stamps if "sft_start" in stamp})
     if len(starts) == 1:
         line += f" Every evaluated job read one SFT start (checkpoint digest `{starts[0]}`)."
