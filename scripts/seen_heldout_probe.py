@@ -15,9 +15,8 @@ the experiment's committed evaluation reports; both with a paired bootstrap inte
 A model is named `<setting>/<run>` as in `reports/experiment/<setting>/eval/<run>.json` (the SFT start
 is `main/sft`). A run's periodic checkpoint (its LoRA adapter) is named `<setting>/<run>@<step>` and
 merged into its base in memory, as the run's end merges its policy; it has no test evaluation, and the
-report sets it beside the run's last step on validation. The trainer keeps a run's newest two checkpoints,
-and only with `train.keep_checkpoints` once the run ends: a step is still there at the end if it is one of
-the last two saves (`train.checkpoint_every` 50 over 100 steps), or copied out before two later saves.
+report sets it beside the run's last step on validation. A run trained with `train.keep_checkpoints` keeps
+every checkpoint; otherwise the trainer keeps the newest two while it runs and none once it ends.
 
     .venv/bin/python scripts/seen_heldout_probe.py \
         --model budget-800/slca-s0@50=models/experiment/budget-800/slca-s0/checkpoints/checkpoint-50

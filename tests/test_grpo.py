@@ -171,6 +171,8 @@ def test_grpo_config_follows_params(setup):
     assert (args.num_generations, args.per_device_train_batch_size, args.beta) == (3, 6, 0.01)
     assert (args.loss_type, args.seed, args.save_steps, args.save_total_limit) == ("bnpo", 5, 2, 2)
     assert args.use_cpu and not args.bf16 and not args.gradient_checkpointing and not args.use_vllm
+    kept = grpo_config(small_params(root, keep_checkpoints=True), "slca", 0, str(root / "cfg"))
+    assert kept.save_total_limit is None  # every step's checkpoint stays, to be evaluated along the run
     with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
         grpo_config(params, "nope", 0, str(root / "cfg"))
 

@@ -439,7 +439,13 @@ class TrainParams(Section):
     epsilon: float = Field(0.2, gt=0, description="PPO clipping range of the surrogate.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (GPU only).")
     sample_rollouts: int = Field(8, ge=1, description="Rollouts stored in each advantage sample artifact.")
-    keep_checkpoints: bool = Field(False, description="Keep the periodic checkpoints once a run has finished.")
+    keep_checkpoints: bool = Field(
+        False,
+        description=(
+            "Keep every periodic checkpoint (otherwise the newest 2 are kept while a run trains, for a resume, and "
+            "deleted once it has finished)."
+        ),
+    )
     val_every: int = Field(
         0, ge=0, description="Learning curve: greedy evaluation on a fixed validation sample every k steps (0 = off)."
     )

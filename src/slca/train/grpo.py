@@ -128,7 +128,8 @@ def grpo_config(
         "data_seed": seed,
         "save_strategy": "steps" if save else "no",
         "save_steps": train.checkpoint_every,
-        "save_total_limit": 2,
+        # the newest 2 are enough to resume; a run that keeps its checkpoints (to evaluate steps along it) keeps all
+        "save_total_limit": None if train.keep_checkpoints else 2,
         "logging_steps": 1,
         "report_to": "none",
         "use_cpu": not gpu,
