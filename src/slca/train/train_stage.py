@@ -7,7 +7,8 @@ trains `params.train.max_steps` optimizer steps on `<data.out_dir>/train.jsonl` 
 tokens, segment masks and advantages under the estimator and under GRPO).
 
 Checkpoints go to `<run dir>/checkpoints` every `train.checkpoint_every` steps (the last 2 are
-kept; every one, and after the run, with `train.keep_checkpoints`). A run that was killed resumes from its last checkpoint when started again under the same
+kept; every one, and after the run, with `train.keep_checkpoints`). A run that was killed resumes
+from its last checkpoint when started again under the same
 params (`run_identity.json`, written when the run starts, records them), continuing the same
 MLflow run when the store still has it (its id is kept in `models/.runinfo/<run>.json`). Any other
 start (a finished run, changed params, no checkpoint) empties the run dir first. `metrics.json` is
