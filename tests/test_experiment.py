@@ -315,6 +315,24 @@ def test_a_job_stopped_mid_run_is_continued_and_its_stamp_adds_the_attempts(tmp_
     stamp = attempt(0, lanes=1)
     assert "attempts" not in stamp and stamp["discarded_seconds"] == pytest.approx(50.0, abs=0.1)
     assert stamp["seconds"] < 30.0
+    # stopped during the evaluation: the run folder holds the finished run under the identity the train command
+    # would record now, so the next attempt skips training and counts the stopped attempt's time
+    from slca.train.train_stage import identity_hash, run_identity
+
+    attempt(1, lanes=1, ran_s=90.0)
+    (folder / "metrics.json").write_text("{}")
+    identity = folder / "run_identity.json"
+    identity.write_text(json.dumps({"sha256": identity_hash(run_identity(job.params, "slca", 0))}))
+    assert experiment.trained(job) and not experiment.resumable(job)
+    exit_codes[:] = [0]  # one command runs: the evaluation
+    run_job(job, logs, {"OMP_NUM_THREADS": "1"}, lanes=1)
+    stamp = json.loads(job.stamp.read_text())
+    assert stamp["attempts"] == 2 and stamp["resumed_from"] == "finished training" and stamp["seconds"] >= 90.0
+    assert "# skipped: an earlier attempt finished this run" in log.read_text().splitlines()[-3]
+    assert log.read_text().splitlines()[-1] == "evaluate ran" and exit_codes == []
+    identity.write_text(json.dumps({"sha256": identity_hash(run_identity(job.params, "grpo", 0))}))
+    assert not experiment.trained(job)  # another run's identity: the train command runs (and starts over)
+    (folder / "metrics.json").unlink()
     # no checkpoint left (a fresh machine): nothing earlier is read and the log starts anew
     shutil.rmtree(folder / "checkpoints")
     attempt(1, lanes=1, ran_s=20.0)

@@ -341,14 +341,15 @@ def expected_seconds(job: Job, stamps: Path) -> float | None:
 
 def fits_budget(job: Job, stamps: Path, elapsed_s: float, budget_minutes: float | None) -> bool:
     """Whether to start a job `elapsed_s` into a call with `budget_minutes`: one that would not finish in it
-    is left for the next call (a job killed by the end of a session is lost with its machine's models/)."""
+    is left for the next call (a job stopped by the end of a session goes on from its checkpoint only on a
+    machine that still has its models/); a job that goes on is planned at what its earlier attempts left."""
     if budget_minutes is None:
         return True
     expected = expected_seconds(job, stamps)
     if expected is None:
         return True
     earlier = earlier_attempt(job, stamps.parent / "logs")
-    if earlier and resumable(job):  # what an earlier session's attempt ran is not run again
+    if earlier and (resumable(job) or trained(job)):  # what an earlier attempt ran is not run again
         expected = max(0.0, expected - float(earlier["seconds"]))
     return elapsed_s + expected <= budget_minutes * 60
 
@@ -393,11 +394,30 @@ def resumable(job: Job) -> bool:
     return any(state.is_file() for state in (folder / "checkpoints").glob("checkpoint-*/trainer_state.json"))
 
 
+def trained(job: Job) -> bool:
+    """Whether the job's run folder already holds its finished training run (an earlier attempt stopped
+    during the evaluation): `metrics.json` written under the identity its train command would record now.
+    The train command would empty such a folder and train again; the driver skips it instead."""
+    train = next((command for command in job.commands if command[1:2] == ["train"]), None)
+    if job.history is None or train is None or not (job.history[0] / "metrics.json").exists():
+        return False
+    from slca.train.train_stage import identity_hash, run_identity, stored_identity
+
+    try:
+        estimator, seed = train[train.index("--estimator") + 1], int(train[train.index("--seed") + 1])
+        current = identity_hash(run_identity(job.params, estimator, seed))
+    except (OSError, ValueError, IndexError):
+        return False
+    return stored_identity(job.history[0]).get("sha256") == current
+
+
 def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> float:
     """Run a job's commands in order; raises ExperimentError naming its log on failure."""
     logs.mkdir(parents=True, exist_ok=True)
     log = job_log(job, logs)
-    earlier = earlier_attempt(job, logs) if resumable(job) else None  # read before this attempt writes the log
+    done_training = trained(job)
+    # read before this attempt writes the log; only a job that goes on from where they stopped counts them
+    earlier = earlier_attempt(job, logs) if done_training or resumable(job) else None
     started = time.perf_counter()
     version = code_version()  # the code this job runs, read before it runs (a commit may land meanwhile)
     job.stamp.unlink(missing_ok=True)
@@ -417,6 +437,9 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
                 f"({earlier['seconds']:.0f} s) stopped before the job finished\n"
             )
         for command in job.commands:
+            if done_training and command[1:2] == ["train"]:
+                handle.write(f"$ {' '.join(command)}  # skipped: an earlier attempt finished this run\n")
+                continue
             handle.write(f"$ {' '.join(command)}\n")
             handle.flush()
             exe = [sys.executable, "-m", "slca.cli", *command[1:]]
@@ -435,7 +458,13 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
     if earlier:
         from slca.runinfo import read_runinfo
 
-        resumed = read_runinfo(job.history[0]).get("resumed_from") if job.history else None
+        resumed = (
+            "finished training"
+            if done_training
+            else read_runinfo(job.history[0]).get("resumed_from")
+            if job.history
+            else None
+        )
         if resumed:  # the train command continued the earlier attempts' checkpoint: their time is this job's
             seconds += float(earlier["seconds"])
             stamp.update(
