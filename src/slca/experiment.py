@@ -383,25 +383,25 @@ def earlier_attempt(job: Job, logs: Path) -> dict[str, Any] | None:
 
 
 def resumable(job: Job) -> bool:
-    """Whether the job's train command will continue from a checkpoint rather than start over: a run folder
-    with a checkpoint whose trainer state was written and no finished run in it (`train_stage.resume_point`
-    also checks the params; the driver's marker hash already did)."""
+    """Whether the job's train command will continue from a checkpoint rather than start over: the train
+    stage's own test (`latest_checkpoint`, no finished run) less its params check, which the marker's hash made."""
     if job.history is None:
         return False
+    from slca.train.train_stage import CHECKPOINTS, METRICS_FILE, latest_checkpoint
+
     folder = job.history[0]
-    if (folder / "metrics.json").exists():
-        return False
-    return any(state.is_file() for state in (folder / "checkpoints").glob("checkpoint-*/trainer_state.json"))
+    return not (folder / METRICS_FILE).exists() and latest_checkpoint(folder / CHECKPOINTS) is not None
 
 
 def trained(job: Job) -> bool:
     """Whether the job's run folder already holds its finished training run (an earlier attempt stopped
     during the evaluation): `metrics.json` written under the identity its train command would record now.
     The train command would empty such a folder and train again; the driver skips it instead."""
+    from slca.train.train_stage import METRICS_FILE, identity_hash, run_identity, stored_identity
+
     train = next((command for command in job.commands if command[1:2] == ["train"]), None)
-    if job.history is None or train is None or not (job.history[0] / "metrics.json").exists():
+    if job.history is None or train is None or not (job.history[0] / METRICS_FILE).exists():
         return False
-    from slca.train.train_stage import identity_hash, run_identity, stored_identity
 
     try:
         estimator, seed = train[train.index("--estimator") + 1], int(train[train.index("--seed") + 1])
@@ -458,13 +458,8 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
     if earlier:
         from slca.runinfo import read_runinfo
 
-        resumed = (
-            "finished training"
-            if done_training
-            else read_runinfo(job.history[0]).get("resumed_from")
-            if job.history
-            else None
-        )
+        assert job.history is not None  # an earlier attempt is read only for a run with a folder
+        resumed = "finished training" if done_training else read_runinfo(job.history[0]).get("resumed_from")
         if resumed:  # the train command continued the earlier attempts' checkpoint: their time is this job's
             seconds += float(earlier["seconds"])
             stamp.update(
