@@ -116,6 +116,37 @@ def test_the_generation_copy_merges_lora_without_touching_the_trained_weights(po
     assert next(GenerationCopy(peft, "bfloat16").refresh().parameters()).dtype == torch.bfloat16
 
 
+def test_the_generation_copy_of_a_trl_patched_policy_runs_its_own_weights(policy):
+    """TRL's GRPO trainer patches its policy's forward on the instance, closing over the original forward;
+    the copy must run the copy (merged, in its own dtype), never the trained model's layers."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    _, tokenizer = policy
+    base = build_tiny_model(TINY, tokenizer, 0)
+    add_fused_lm_head(base, outputs=("log_probs", "entropy"))  # as GRPOTrainer does, before PEFT
+    peft = _apply_lora(base, LoraParams(enabled=True, r=4, alpha=8, dropout=0.0))
+    with torch.no_grad():
+        for name, parameter in peft.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.2)
+    copies = {dtype: GenerationCopy(peft, dtype).refresh() for dtype in ("float32", "bfloat16")}
+    calls = []  # hooked after copying: a deep copy would carry the hooks along
+    hooks = [m.register_forward_pre_hook(lambda *_: calls.append(1)) for m in peft.modules()]
+    ids = torch.tensor([tokenizer("hello tools", add_special_tokens=False)["input_ids"]])
+    for dtype, plain in copies.items():
+        with torch.no_grad():
+            logits = plain(input_ids=ids).logits
+        assert calls == [], f"the {dtype} copy ran the trained model's modules"
+        assert logits.dtype == getattr(torch, dtype)
+        assert not any("lora" in type(m).__module__ for m in plain.modules())
+    for hook in hooks:
+        hook.remove()
+    with torch.no_grad():
+        expected = peft(input_ids=ids).logits
+        assert torch.allclose(GenerationCopy(peft, "float32").refresh()(input_ids=ids).logits, expected, atol=1e-5)
+    assert "forward" in base.__dict__  # the trained model keeps TRL's patch (its loss needs it)
+
+
 def test_the_growing_cache_layer_keeps_what_concatenation_keeps():
     layer, reference = GrowingLayer(), []
     torch.manual_seed(0)

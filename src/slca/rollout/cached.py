@@ -193,6 +193,7 @@ class GenerationCopy:
             return self.model
         if self.model is None:
             plain = copy.deepcopy(self.source)
+            _own_forwards(plain)
             if self.lora:
                 plain = plain.merge_and_unload()
             self.model = plain.to(self.dtype).eval()
@@ -219,6 +220,19 @@ class GenerationCopy:
 
     def _device(self) -> torch.device:
         return next(self.source.parameters()).device
+
+
+def _own_forwards(copied: Any) -> None:
+    """Give every module of a deep copy its class's `forward` back.
+
+    A forward patched onto an instance survives `deepcopy` as a method bound to the copy, but the function
+    it wraps is shared, and with it whatever the patch closed over. TRL's GRPO trainer patches its policy
+    this way (`trl.trainer.utils.add_fused_lm_head`: `original_forward = model.forward`, then
+    `model.forward = MethodType(_fused_forward, model)`), so a copy of a TRL policy kept calling the
+    *original* model: the un-merged LoRA layers in the training precision, whatever the copy held. A
+    generation copy needs none of those patches (they only add the fused loss head)."""
+    for module in copied.modules():
+        module.__dict__.pop("forward", None)
 
 
 def _plain_name(peft_name: str) -> str:
