@@ -255,6 +255,8 @@ def eval_cost(params: Params, start: Path, tasks: list[dict[str, Any]], before: 
     from slca.rollout.loop import HFTurnGenerator
     from slca.train.policy import load_policy
 
+    # each setup evaluates in its own generation dtype (params.yaml's evaluation is pinned to fp32)
+    params = params.model_copy(update={"eval": params.eval.model_copy(update={"generation_dtype": "policy"})})
     model, tokenizer = load_policy(start, params)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()  # evaluation loads merged run directories

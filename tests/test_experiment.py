@@ -174,6 +174,40 @@ def test_a_seed_added_to_a_group_runs_only_the_new_seed_and_legacy_stamps_stay_d
     assert not is_done(job3) and json.loads(job3.stamp.read_text()) == legacy
 
 
+def test_an_evaluation_dtype_that_changes_nothing_leaves_landed_runs_done(tmp_path):
+    """`eval.generation_dtype` came after the experiment's first stamps: where it names what evaluation did
+    before it (`policy`, or the policy's own generation dtype) a job's hash is the one those stamps hold, so
+    landed runs stay done; another dtype makes the runs (and the SFT start's evaluation) pending."""
+    import hashlib
+
+    def before_the_key(job):  # the hash rule as it was, over params without the key
+        raw = job.params.model_dump(mode="json")
+        raw["project"] = {k: v for k, v in raw["project"].items() if k != "experiment"}
+        raw["eval"].pop("generation_dtype")
+        for dotted in job.exempt:
+            section, _, leaf = dotted.rpartition(".")
+            node = raw
+            for key in section.split("."):
+                node = node[key]
+            node.pop(leaf, None)
+        deps = {key: _lookup_raw(raw, key) for key in job.deps}
+        return hashlib.sha256(json.dumps([job.commands, deps], sort_keys=True).encode()).hexdigest()[:16]
+
+    pinned = {"train.estimators": ["slca"], "train.seeds": [0], "policy.generation_dtype": "float32"}
+    for eval_dtype, same in [("policy", True), ("float32", True), ("bfloat16", False), ("auto", False)]:
+        spec_path = write_spec(tmp_path, overrides={**pinned, "eval.generation_dtype": eval_dtype}, ablations=[])
+        groups = build_groups(read_spec(spec_path), Params(), tmp_path, str(spec_path))
+        _, runs = jobs_for(groups, tmp_path / "stamps")
+        for job in runs:  # evaluate-sft and main/slca-s0
+            assert (job_hash(job) == before_the_key(job)) is same, (eval_dtype, job.name)
+
+
+def _lookup_raw(raw, dotted):
+    for key in dotted.split("."):
+        raw = raw[key]
+    return raw
+
+
 def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(tmp_path):
     """Stamps, evaluation reports and history copies are what a session commits; models/ is local."""
     spec_path = write_spec(tmp_path, ablations=[])
@@ -213,7 +247,7 @@ def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(
     two = compute_line([{"commit": "a1"}, {"commit": "b2", "src_modified": True}])
     assert "Code: commits `a1`, `b2`, 1 job(s) with uncommitted changes under src/." in two
     # the precision `auto` resolved to on the machine that ran it, and a report that says when it differed
-    assert stamp["precision"] == precision_summary(job.params.policy)
+    assert stamp["precision"] == precision_summary(job.params.policy, job.params)
     assert "in every recorded job" in compute_line([stamp, stamp])
     native = {"cpu_bf16": True, "generation_dtype": "bfloat16", "native_bf16": True}
     emulated = {"cpu_bf16": False, "generation_dtype": "float32", "native_bf16": False}

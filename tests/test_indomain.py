@@ -90,6 +90,33 @@ def test_evaluate_policy_end_to_end_with_a_perfect_policy():
     assert metrics["generated_tokens"] > 10
 
 
+@pytest.mark.parametrize(
+    ("policy_dtype", "eval_dtype", "expected"), [("bfloat16", "float32", "float32"), ("bfloat16", "policy", "bfloat16")]
+)
+def test_evaluation_generates_in_the_eval_dtype(monkeypatch, policy_dtype, eval_dtype, expected):
+    """Greedy and pass@k generators are built in `eval.generation_dtype` (`policy` = the policy's)."""
+    import slca.rollout.evaluation as evaluation
+
+    built, real = [], evaluation.turn_generator
+
+    def spy(*args, **kwargs):
+        built.append(kwargs["dtype"])
+        return real(*args, **{**kwargs, "dtype": "float32"})  # the scripted policy has no bf16 copy
+
+    monkeypatch.setattr(evaluation, "turn_generator", spy)
+    tokenizer = train_tokenizer(corpus_texts(tiny_tasks(12)), vocab_size=600, seed=0)
+    tasks = [single_task(0, "test"), no_call_task(2, "test")]
+    base = small_params()
+    params = base.model_copy(
+        update={
+            "policy": base.policy.model_copy(update={"generation_dtype": policy_dtype}),
+            "eval": base.eval.model_copy(update={"pass_k": 2, "generation_dtype": eval_dtype}),
+        }
+    )
+    result = evaluate_policy(ScriptedPolicy(tokenizer, tasks), tokenizer, tasks, params, env=lambda task: FakeSession())
+    assert built == [expected, expected] and result["metrics"]["success"] == 1.0
+
+
 def test_argument_values_are_split_into_seen_in_training_and_held_out():
     train = [single_task(0), single_task(1)]  # Lima, Oslo
     seen = train_values(train)

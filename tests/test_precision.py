@@ -96,3 +96,38 @@ def test_a_precision_setting_outside_the_choices_is_refused_in_one_line(tmp_path
 def test_the_default_policy_reads_the_processor():
     defaults = load_params(REPO / "params.yaml").policy
     assert defaults.cpu_bf16 == "auto" and defaults.generation_dtype == "auto"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_evaluation_generates_in_its_own_dtype_or_the_policys(monkeypatch, native):
+    """`eval.generation_dtype: policy` follows `policy.generation_dtype` (RL's rollouts); a pinned one holds
+    whatever the policy's setting and the processor say, and the summary records what evaluation ran in."""
+    monkeypatch.setattr(precision, "native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "_cuda", lambda: False)
+    base = Params()
+    for policy_setting, eval_setting, expected in [
+        ("auto", "policy", "bfloat16" if native else "float32"),
+        ("bfloat16", "policy", "bfloat16"),
+        ("auto", "float32", "float32"),
+        ("bfloat16", "float32", "float32"),
+        ("float32", "bfloat16", "bfloat16"),
+        ("float32", "auto", "bfloat16" if native else "float32"),
+    ]:
+        params = base.model_copy(
+            update={
+                "policy": base.policy.model_copy(update={"generation_dtype": policy_setting}),
+                "eval": base.eval.model_copy(update={"generation_dtype": eval_setting}),
+            }
+        )
+        assert precision.eval_generation_dtype(params) == expected
+        summary = precision.precision_summary(params.policy, params)
+        assert summary["eval_generation_dtype"] == expected
+        assert summary["generation_dtype"] == precision.generation_dtype(policy_setting)
+    assert "eval_generation_dtype" not in precision.precision_summary(base.policy)
+
+
+def test_evaluation_of_the_default_params_generates_in_fp32():
+    """params.yaml samples RL's rollouts in `auto` but evaluates greedy in fp32 on every machine."""
+    defaults = load_params(REPO / "params.yaml")
+    assert defaults.eval.generation_dtype == "float32"
+    assert precision.eval_generation_dtype(defaults) == "float32"

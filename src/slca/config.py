@@ -494,6 +494,15 @@ class EvalParams(Section):
         ),
     )
     success_threshold: float = Field(0.9, description="Success when (R_tool + R_sum)/2 reaches this.")
+    generation_dtype: Literal["float32", "bfloat16", "auto", "policy"] = Field(
+        "float32",
+        description=(
+            "Weights evaluation (test, BFCL, tau2, validation curves) generates greedily from. float32: the "
+            "same decoding on every machine, however `policy.generation_dtype` (RL's rollouts) resolves; "
+            "bf16 rounding flips near-ties and wrote more malformed calls (docs/policy.md, Precision). "
+            "policy = `policy.generation_dtype`."
+        ),
+    )
     bfcl: BfclParams = Field(default_factory=BfclParams, description="BFCL v4 settings.")
     tau2: Tau2Params = Field(default_factory=Tau2Params, description="tau2-bench settings.")
 

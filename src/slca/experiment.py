@@ -245,11 +245,23 @@ def _lookup(raw: Mapping[str, Any], dotted: str) -> Any:
     return raw
 
 
+def drop_keys_that_change_nothing(raw: dict[str, Any]) -> None:
+    """Leave out of dumped params the keys added after stamps were first written, where their value does what
+    every job did before the key existed, so adding one leaves the landed runs done:
+    `eval.generation_dtype` naming `policy` or the same dtype as `policy.generation_dtype` (evaluation
+    generated in `policy.generation_dtype` before it)."""
+    evaluation, policy = raw.get("eval") or {}, raw.get("policy") or {}
+    if evaluation.get("generation_dtype") in ("policy", policy.get("generation_dtype")):
+        evaluation.pop("generation_dtype", None)
+
+
 def job_hash(job: Job, legacy: bool = False) -> str:
     """Hash of a job's commands and of the params sections (or dotted keys) it depends on, less its `exempt`
-    keys. `legacy`: the rule stamps were written under before `exempt` existed (nothing left out)."""
+    keys and the keys that change nothing (`drop_keys_that_change_nothing`). `legacy`: the rule stamps were
+    written under before `exempt` existed (nothing exempt left out)."""
     raw = job.params.model_dump(mode="json")
     raw["project"] = {k: v for k, v in raw["project"].items() if k != "experiment"}  # the MLflow name only
+    drop_keys_that_change_nothing(raw)
     if not legacy:
         for dotted in job.exempt:
             section, _, leaf = dotted.rpartition(".")
@@ -472,7 +484,7 @@ def run_job(job: Job, logs: Path, env: Mapping[str, str], lanes: int = 1) -> flo
         else:  # it started over: the earlier attempts' time bought nothing this job's outputs use
             stamp["discarded_seconds"] = earlier["seconds"]
     stamp.update(version)
-    stamp["precision"] = precision_summary(job.params.policy)  # what this machine ran `auto` precision as
+    stamp["precision"] = precision_summary(job.params.policy, job.params)  # what this machine ran `auto` precision as
     stamp["cpu"] = cpu_model()  # job-minutes compare between jobs on one processor
     start = Path(job.params.sft.out_dir)
     if job.name not in ("data", "sft") and start.is_dir():  # the SFT start it read: one per experiment

@@ -123,7 +123,7 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
     from slca.eval.bfcl.score import measured
     from slca.eval.indomain import evaluate_policy, split_train_values
     from slca.rollout.hf import make_generate_fn
-    from slca.rollout.precision import precision_tags
+    from slca.rollout.precision import eval_generation_dtype, precision_tags
     from slca.train.policy import load_policy
 
     model_dir = run_dir(params, estimator, seed)
@@ -134,12 +134,15 @@ def run_evaluate(params: Params, estimator: str, seed: int) -> dict[str, Any]:
         model,
         tokenizer,
         max_new_tokens=params.train.max_completion_length,
-        dtype=params.policy.generation_dtype,
+        dtype=eval_generation_dtype(params),
         batch_size=params.eval.batch_size,
     )
 
     with stage_run(
-        "evaluate", params, log_params={"estimator": estimator, "seed": seed}, extra_tags=precision_tags(params.policy)
+        "evaluate",
+        params,
+        log_params={"estimator": estimator, "seed": seed},
+        extra_tags=precision_tags(params.policy, params),
     ):
         started = time.perf_counter()
         report: dict[str, Any] = {"run": run_name(estimator, seed), "estimator": estimator, "seed": seed}

@@ -30,6 +30,7 @@ from typing import Any
 from slca.rewards.values import loosely_equal, normalise
 from slca.rollout.cached import turn_generator
 from slca.rollout.loop import Episode, call_key, run_episodes
+from slca.rollout.precision import eval_generation_dtype
 from slca.rollout.scoring import eval_env, reward_fn
 
 MEAN_METRICS = ("name_f1", "arg_match", "process", "r_sum", "success", "calls", "redundant_calls", "generated_tokens")
@@ -172,7 +173,7 @@ def evaluate_policy(
     }
     threshold = params.eval.success_threshold
     seed = params.project.seed
-    dtype, batch = params.policy.generation_dtype, params.eval.batch_size
+    dtype, batch = eval_generation_dtype(params), params.eval.batch_size
     greedy_generator = turn_generator(model, tokenizer, temperature=0.0, seed=seed, dtype=dtype)
     # batches of like-sized prompts (a batch is prefilled to its longest prompt), reported in task order
     order = sorted(range(len(tasks)), key=lambda i: prompt_size(tasks[i]))

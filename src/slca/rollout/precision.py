@@ -9,6 +9,7 @@ a fixed `bf16` setting doubled `make run` on such a machine. `policy.cpu_bf16` a
 
     cpu_autocast_bf16(params.policy.cpu_bf16)             # True / False / "auto" -> bool (CPU training)
     generation_dtype(params.policy.generation_dtype)      # "float32" / "bfloat16" / "auto" -> dtype name
+    eval_generation_dtype(params)                         # eval.generation_dtype, "policy" = the line above
     native_bf16()                                         # does this CPU compute bf16 natively?
     cpu_model()                                           # which processor (experiment stamps, budget plans)
 
@@ -28,6 +29,7 @@ from typing import Any
 __all__ = [
     "cpu_autocast_bf16",
     "cpu_model",
+    "eval_generation_dtype",
     "generation_dtype",
     "native_bf16",
     "precision_summary",
@@ -131,16 +133,27 @@ def generation_dtype(setting: str) -> str:
     return "bfloat16" if native_bf16() else "float32"
 
 
-def precision_summary(policy: Any) -> dict[str, Any]:
-    """What a run on this machine resolves `policy`'s precision settings to (stamps, sweep rows, tags)."""
-    return {
+def eval_generation_dtype(params: Any) -> str:
+    """The dtype evaluation generates in: `eval.generation_dtype` resolved, where `policy` means
+    `policy.generation_dtype` (the dtype RL's rollouts sample in)."""
+    setting = params.eval.generation_dtype
+    return generation_dtype(params.policy.generation_dtype if setting == "policy" else setting)
+
+
+def precision_summary(policy: Any, params: Any = None) -> dict[str, Any]:
+    """What a run on this machine resolves `policy`'s precision settings to (stamps, sweep rows, tags); with
+    `params`, also the dtype its evaluation generates in (`eval_generation_dtype`)."""
+    summary = {
         "cpu_bf16": cpu_autocast_bf16(policy.cpu_bf16),
         "generation_dtype": generation_dtype(policy.generation_dtype),
         "native_bf16": native_bf16(),
         "machine": platform.machine(),
     }
+    if params is not None:
+        summary["eval_generation_dtype"] = eval_generation_dtype(params)
+    return summary
 
 
-def precision_tags(policy: Any) -> dict[str, str]:
+def precision_tags(policy: Any, params: Any = None) -> dict[str, str]:
     """`precision_summary` as MLflow tags (`slca.precision.<key>`), set on every model stage's run."""
-    return {f"slca.precision.{key}": str(value) for key, value in precision_summary(policy).items()}
+    return {f"slca.precision.{key}": str(value) for key, value in precision_summary(policy, params).items()}

@@ -106,7 +106,7 @@ def run_config(
         "start_cached": bool(first.get("val/start_cached", 0.0)),
         "sft_start": checkpoint_digest(run.sft.out_dir)[:16],
         "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0),
-        "precision": precision_summary(run.policy),  # as resolved on the machine that ran it
+        "precision": precision_summary(run.policy, run),  # as resolved on the machine that ran it
         "n_val": n_val,
         "steps": step,
         "rollouts": step * train.prompts_per_step * train.num_generations,

@@ -381,7 +381,7 @@ def run_train(params: Params, estimator: str, seed: int) -> dict[str, Any]:
             params,
             run_id=run_id,
             log_params=None if run_id else logged,
-            extra_tags=precision_tags(params.policy),
+            extra_tags=precision_tags(params.policy, params),
         )
         if main_process
         else contextlib.nullcontext()
