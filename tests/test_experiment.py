@@ -180,17 +180,16 @@ def test_an_evaluation_dtype_that_changes_nothing_leaves_landed_runs_done(tmp_pa
     landed runs stay done; another dtype makes the runs (and the SFT start's evaluation) pending."""
     import hashlib
 
+    from slca.experiment import _lookup
+
     def before_the_key(job):  # the hash rule as it was, over params without the key
         raw = job.params.model_dump(mode="json")
         raw["project"] = {k: v for k, v in raw["project"].items() if k != "experiment"}
         raw["eval"].pop("generation_dtype")
         for dotted in job.exempt:
             section, _, leaf = dotted.rpartition(".")
-            node = raw
-            for key in section.split("."):
-                node = node[key]
-            node.pop(leaf, None)
-        deps = {key: _lookup_raw(raw, key) for key in job.deps}
+            _lookup(raw, section).pop(leaf, None)
+        deps = {key: _lookup(raw, key) for key in job.deps}
         return hashlib.sha256(json.dumps([job.commands, deps], sort_keys=True).encode()).hexdigest()[:16]
 
     pinned = {"train.estimators": ["slca"], "train.seeds": [0], "policy.generation_dtype": "float32"}
@@ -200,12 +199,6 @@ def test_an_evaluation_dtype_that_changes_nothing_leaves_landed_runs_done(tmp_pa
         _, runs = jobs_for(groups, tmp_path / "stamps")
         for job in runs:  # evaluate-sft and main/slca-s0
             assert (job_hash(job) == before_the_key(job)) is same, (eval_dtype, job.name)
-
-
-def _lookup_raw(raw, dotted):
-    for key in dotted.split("."):
-        raw = raw[key]
-    return raw
 
 
 def test_a_fresh_clone_resumes_from_committed_stamps_reports_and_history_copies(tmp_path):
