@@ -219,7 +219,7 @@ def test_decode_attention_equals_sdpa_with_grouped_heads_and_padding(groups):
 
 def test_independent_chats_batched_write_what_each_writes_alone(policy):
     """`make_generate_fn(...).many` (BFCL's path) answers chats of different lengths in one padded batch,
-    greedy, with the same text each gets on its own; BFCL's runner hands a category over in one call."""
+    greedy, with the same text each gets on its own; BFCL's runner hands every category over in one call."""
     from slca.eval.bfcl.generation import run_generation
     from slca.rollout.hf import make_generate_fn
 
@@ -242,8 +242,9 @@ def test_independent_chats_batched_write_what_each_writes_alone(policy):
             batches.append(len(chats))
             return generate.many(chats)
 
-    run_generation(Counting(), categories=("simple_python",), limit=3)
-    assert batches == [3]
+    outcome = run_generation(Counting(), categories=("simple_python", "multiple"), limit=3)
+    assert batches == [6]  # every category's entries in one call
+    assert [row["id"] for row in outcome["results"]["multiple"]] == ["multiple_0", "multiple_1", "multiple_2"]
 
 
 def test_rows_closed_mid_turn_leave_the_batch_and_come_back_with_their_cache(policy, monkeypatch):
@@ -342,3 +343,140 @@ def test_a_dialogue_s_next_turn_reads_only_its_new_tokens_and_answers_as_a_fresh
     assert reused.generator.forward_tokens < fresh_reads * 0.6  # each turn read only what was new
     other = [{"role": "user", "content": "Hi"}]
     assert reused(other, None) == make_generate_fn(model, tokenizer, max_new_tokens=8)(other, None)
+
+
+def test_distinct_prompts_read_the_tokens_they_begin_with_once(policy):
+    """Prompts of different tasks that begin alike (one system prompt) have that part read once, its cache row
+    repeated for each: the turns are still what `generate` over whole sequences writes."""
+    model, tokenizer = policy
+    tasks = [single_task(0, "test"), single_task(3, "test"), parallel_task(1, "test")]
+    episodes = new_episodes(tasks, tokenizer, 2)
+    prompts = [episode.prompt_ids[:-1] for episode in episodes[::2]]
+    shared = next(i for i in range(min(map(len, prompts))) if len({p[i] for p in prompts}) > 1)
+    assert shared >= 16  # the system prompt and tool schemas
+    generator = CachedTurnGenerator(model, tokenizer)
+    generator.padding_limit = float("inf")  # the remainders as one padded batch, so the count below is exact
+    generator.generate(episodes, [1] * 6, 0)  # prefill, then each row's last prompt token
+    assert generator.forward_tokens == shared + 3 * max(len(p) - shared for p in prompts) + 6
+
+    alone = CachedTurnGenerator(model, tokenizer)
+    alone.min_shared_prefix = 1 << 30  # every prompt read whole
+    cached = _rounds(CachedTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
+    assert cached == _rounds(alone, new_episodes(tasks, tokenizer, 2), tokenizer)
+    assert cached == _rounds(HFTurnGenerator(model, tokenizer), new_episodes(tasks, tokenizer, 2), tokenizer)
+
+
+def test_dialogues_answered_side_by_side_write_what_each_writes_alone(policy):
+    """`make_generate_fn(...).turns` (τ²'s solo simulations side by side): each dialogue's turn is what a fresh
+    generator writes for it alone; later turns read only what each dialogue added, also where a dialogue's
+    history departs from what it read (its last answer rewritten: the stale slots are masked) and where a
+    dialogue ended (it leaves the batch)."""
+    from slca.rollout.hf import make_generate_fn
+
+    model, tokenizer = policy
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    chats = {
+        "lima": [{"role": "user", "content": "Weather in Lima?"}],
+        "oslo": [{"role": "user", "content": "What is the weather like in Oslo and in Quito today?"}],
+        "hi": [{"role": "user", "content": "Hi"}],
+    }
+    together = make_generate_fn(model, tokenizer, max_new_tokens=8)
+    fresh_reads = 0
+    for turn in range(3):
+        keys = [key for key in chats if not (key == "hi" and turn == 2)]  # "hi" ends after two turns
+        texts = together.turns([(key, chats[key], tools) for key in keys])
+        for key, text in zip(keys, texts, strict=True):
+            fresh = make_generate_fn(model, tokenizer, max_new_tokens=8)
+            assert text == fresh(chats[key], tools), (turn, key)
+            fresh_reads += fresh.generator.forward_tokens
+            kept = "I will check." if key == "oslo" and turn == 0 else text  # oslo's history departs here
+            chats[key] = [*chats[key], {"role": "assistant", "content": kept}, {"role": "user", "content": f"{turn}?"}]
+    assert together.generator._batch.mask.shape[0] == 2  # the ended dialogue left the cache
+    assert not together.generator._batch.mask.all()  # oslo's stale answer stays masked
+    assert together.generator.forward_tokens < fresh_reads * 0.7
+    with pytest.raises(ValueError, match="once a call"):
+        together.turns([("lima", chats["lima"], tools), ("lima", chats["lima"], tools)])
+
+
+def test_tau2_simulations_side_by_side_score_what_they_score_one_at_a_time():
+    """τ²'s solo simulations run side by side through `turns` (one batch a turn, gathered across threads) get
+    the turns they get run one after another, and the same report; each batch holds every simulation still
+    running, in job order; an error in a batch fails the evaluation instead of hanging it."""
+    from slca.eval.tau2_agent import render_tool_call
+    from slca.eval.tau2_bench import evaluate_tau2, load_tau2_tasks
+
+    tasks = {task.ticket: task for task in load_tau2_tasks("mock")}
+
+    def gold(messages, tools):  # a task's gold action, repeated 1 to 3 times as the ticket's length says, then `done`
+        ticket = messages[1]["content"]
+        action = tasks[ticket].evaluation_criteria.actions[0]
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return (
+            render_tool_call(action.name, action.arguments) if turn <= len(ticket) % 3 else render_tool_call("done", {})
+        )
+
+    alone: list[tuple[str, str]] = []
+
+    def one_at_a_time(messages, tools):
+        alone.append((messages[1]["content"], gold(messages, tools)))
+        return alone[-1][1]
+
+    batches: list[list[int]] = []
+    together: list[tuple[str, str]] = []
+
+    class SideBySide:
+        def __call__(self, messages, tools):
+            raise AssertionError("the side-by-side path asks through turns")
+
+        def turns(self, requests):
+            batches.append([key for key, _, _ in requests])
+            together.extend((messages[1]["content"], gold(messages, tools)) for _, messages, tools in requests)
+            return [gold(messages, tools) for _, messages, tools in requests]
+
+    expected = evaluate_tau2(one_at_a_time, domain="mock")
+    report = evaluate_tau2(SideBySide(), domain="mock")
+    assert report["tasks"] == expected["tasks"] and report["avg_reward"] > 0
+    assert sorted(together) == sorted(alone)
+    turns = [sum(key in batch for batch in batches) for key in range(6)]
+    assert len(set(turns)) > 1  # simulations that ended left, the others went on in smaller batches
+    assert batches[0] == list(range(6)) and all(batch == sorted(batch) for batch in batches)
+    assert len(batches) == max(turns) and sum(turns) == len(alone)
+
+    class Broken(SideBySide):
+        def turns(self, requests):
+            raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        evaluate_tau2(Broken(), domain="mock")
+
+
+def test_later_rounds_close_the_cache_s_masked_slots_and_write_the_same_turns(policy):
+    """Rows whose turns and tool results differ in length leave masked slots that grow round by round; a later
+    round first moves each row's keys and values together (left-padded to the longest row): the turns are
+    still what `generate` over whole sequences writes, from a narrower cache holding the same real slots."""
+    model, tokenizer = policy
+    tasks = [single_task(0, "test"), parallel_task(1, "test"), no_call_task(2, "test")]
+    result = '\n<tool_response>\n{"city": "Lima", "forecast": [' + ", ".join(str(t) for t in range(40)) + "]}"
+    suffix = tokenizer(result + "\n</tool_response>", add_special_tokens=False)["input_ids"]
+
+    def three_rounds(generator, limit=None):
+        if limit is not None:
+            generator.compact_limit = limit
+        episodes, out = new_episodes(tasks, tokenizer, 2), []
+        for round_index, budgets in enumerate(([3, 12, 5, 2, 9, 4], [8, 2, 6, 6, 1, 5], [4] * 6)):
+            turns = generator.generate(episodes, budgets, round_index)
+            out.append([t.ids for t in turns])
+            for episode, turn in zip(episodes, turns, strict=True):
+                episode.append(turn.ids, True)
+                episode.append(
+                    suffix[: 5 + 37 * ((episode.sample_idx + round_index + len(episode.prompt_ids)) % 3)], False
+                )
+        return out, generator
+
+    compacted, generator = three_rounds(CachedTurnGenerator(model, tokenizer), limit=1.0)
+    padded, kept = three_rounds(CachedTurnGenerator(model, tokenizer), limit=float("inf"))
+    assert generator.compactions == 2 and kept.compactions == 0
+    assert compacted == padded == three_rounds(HFTurnGenerator(model, tokenizer))[0]
+    mask, wide = generator._batch.mask, kept._batch.mask
+    assert mask.shape[1] < wide.shape[1]  # narrower, the same real slots per row
+    assert mask.sum(dim=1).tolist() == wide.sum(dim=1).tolist()

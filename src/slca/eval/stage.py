@@ -115,6 +115,7 @@ def evaluate_tau2_bench(generate_fn: Any, params: Params) -> dict[str, Any] | No
         user_timeout_s=endpoint.timeout_s,
         user_retries=endpoint.retries,
         user_max_concurrency=endpoint.max_concurrency,
+        batch_size=params.eval.batch_size,
     )
 
 

@@ -14,6 +14,11 @@ Modes:
   `llm_args`), and up to `user_max_concurrency` conversations run at once, as tau2's own
   `run_tasks` does; the policy still answers one turn at a time (a local model is not thread-safe).
 
+In solo mode a policy that can answer several dialogues at once (`generate_fn.turns`, from
+`slca.rollout.hf.make_generate_fn`) runs up to `batch_size` simulations side by side: each waits at
+its turn until every simulation still running has asked (`TurnGather`), and their turns go to the
+model as one decode batch, each row reading only what its dialogue added since its last turn.
+
 Rewards come from `tau2.evaluator.evaluate_simulation` (EvaluationType.ALL: DB-state hash vs a
 replay of the gold actions, env assertions, gold actions, communicate info — no LLM judge);
 pass^k and average reward from `tau2.metrics.agent_metrics.compute_metrics`.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import functools
 import random
 import threading
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -193,6 +199,51 @@ def one_at_a_time(generate_fn: GenerateFn, lock: threading.Lock) -> GenerateFn:
     return generate
 
 
+class TurnGather:
+    """Gathers the turns of simulations running in threads into one `turns` call.
+
+    Each of the `parties` threads asks with its own key (`ask`) and leaves once its simulation ended
+    (`leave`); when every thread still running waits at a turn, the last to arrive answers them all, in
+    key order, so which turns share a batch does not depend on thread timing."""
+
+    def __init__(self, turns: Callable[[list[tuple[Hashable, list[dict], list[dict]]]], list[str]], parties: int):
+        self.turns, self.live = turns, parties
+        self.waiting: dict[Hashable, tuple[list[dict], list[dict]]] = {}
+        self.answers: dict[Hashable, str | BaseException] = {}
+        self.condition = threading.Condition()
+
+    def ask(self, key: Hashable, messages: list[dict], tools: list[dict]) -> str:
+        with self.condition:
+            self.waiting[key] = (messages, tools)
+            self._answer_if_all_wait()
+            while key not in self.answers:
+                self.condition.wait()
+            answer = self.answers.pop(key)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def leave(self) -> None:
+        with self.condition:
+            self.live -= 1
+            self._answer_if_all_wait()
+
+    def for_key(self, key: Hashable) -> GenerateFn:
+        return lambda messages, tools: self.ask(key, messages, tools)
+
+    def _answer_if_all_wait(self) -> None:
+        if not self.waiting or len(self.waiting) < self.live:
+            return
+        requests = [(key, *self.waiting[key]) for key in sorted(self.waiting)]  # type: ignore[type-var]
+        self.waiting = {}
+        try:
+            texts: list[str | BaseException] = list(self.turns(requests))
+        except Exception as error:  # noqa: BLE001  every waiting simulation fails with it
+            texts = [error] * len(requests)
+        self.answers.update({key: text for (key, _, _), text in zip(requests, texts, strict=True)})
+        self.condition.notify_all()
+
+
 # ---------------------------------------------------------------- the benchmark
 
 
@@ -252,16 +303,18 @@ def evaluate_tau2(
     user_retries: int = 2,
     user_max_concurrency: int = 1,
     save_to: str | Path | None = None,
+    batch_size: int = 32,
 ) -> dict:
     """Run every selected task `num_trials` times and report tau2's rewards and pass^k.
 
     Returns {"domain", "mode", "num_tasks", "num_trials", "avg_reward",
     "pass_hat_k": {k: value for k in 1..num_trials}, "metrics": flat floats for logging,
     "tasks": {task_id: {"rewards", "termination", "pass_hat_k"}}}.
-    `save_to` writes tau2's `Results` JSON (readable by `tau2 view`).
+    `save_to` writes tau2's `Results` JSON (readable by `tau2 view`). In solo mode a `generate_fn` with
+    a `turns` method answers up to `batch_size` simulations' turns as one batch.
     """
-    if min(num_trials, max_steps, max_errors, user_max_concurrency) < 1:
-        raise ValueError("num_trials, max_steps, max_errors and user_max_concurrency must all be >= 1")
+    if min(num_trials, max_steps, max_errors, user_max_concurrency, batch_size) < 1:
+        raise ValueError("num_trials, max_steps, max_errors, user_max_concurrency and batch_size must all be >= 1")
     solo = domain in SOLO_DOMAINS if solo is None else solo
     user_args = None
     if not solo:
@@ -280,9 +333,10 @@ def evaluate_tau2(
     workers = 1 if solo else user_max_concurrency
     policy_lock = threading.Lock()
 
-    def simulate(job: tuple[int, int, Task]) -> SimulationRun:
+    def simulate(job: tuple[int, int, Task], policy: GenerateFn | None = None) -> SimulationRun:
         trial, trial_seed, task = job
-        policy = resolve_generate_fn(generate_fn, task)
+        if policy is None:
+            policy = resolve_generate_fn(generate_fn, task)
         if workers > 1:
             policy = one_at_a_time(policy, policy_lock)
         sim = run_simulation(
@@ -299,7 +353,14 @@ def evaluate_tau2(
         sim.trial = trial
         return sim
 
-    if workers == 1:  # in the caller's thread: torch's grad mode and the like are per thread
+    turns = getattr(generate_fn, "turns", None)
+    if solo and callable(turns):
+        sims = [
+            sim
+            for start in range(0, len(jobs), batch_size)
+            for sim in side_by_side(jobs[start : start + batch_size], simulate, turns)
+        ]
+    elif workers == 1:  # in the caller's thread: torch's grad mode and the like are per thread
         sims = [simulate(job) for job in jobs]
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -308,6 +369,34 @@ def evaluate_tau2(
     if save_to is not None:
         _save_results(results, Path(save_to))
     return summarize(results, solo)
+
+
+def side_by_side(
+    jobs: list[tuple[int, int, Task]],
+    simulate: Callable[[tuple[int, int, Task], GenerateFn], SimulationRun],
+    turns: Callable[[list[tuple[Hashable, list[dict], list[dict]]]], list[str]],
+) -> list[SimulationRun]:
+    """Run `jobs` at once, one thread each, their turns gathered into `turns` calls; results in job order."""
+    gather = TurnGather(turns, len(jobs))
+    sims: list[SimulationRun | None] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            sims[index] = simulate(jobs[index], gather.for_key(index))
+        except BaseException as error:  # noqa: BLE001  re-raised in the caller's thread
+            errors.append(error)
+        finally:
+            gather.leave()
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"tau2-sim-{i}", daemon=True) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return [sim for sim in sims if sim is not None]
 
 
 def summarize(results: Results, solo: bool) -> dict:

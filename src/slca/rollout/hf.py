@@ -6,11 +6,12 @@ assistant text back; the policy answers greedily with its chat template.
     generate = make_generate_fn(model, tokenizer, max_new_tokens=256)
     text = generate([{"role": "user", "content": "Weather in Lima?"}], tools)
     texts = generate.many([(messages, tools), ...])   # independent chats as one batch (BFCL)
+    texts = generate.turns([(key, messages, tools), ...])   # the next turn of several dialogues (τ²)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from slca.rollout.cached import turn_generator
@@ -29,7 +30,12 @@ def make_generate_fn(
 
     The function's `many(chats)` answers independent `(messages, tools)` chats `batch_size` at a time in
     one decode batch each (a CPU decodes 8 rows in little more time than one). A single chat reads only the
-    tokens after those its prompt shares with the previous single chat's prompt and answer."""
+    tokens after those its prompt shares with the previous single chat's prompt and answer.
+
+    Its `turns(requests)` answers the next turn of several dialogues, `(key, messages, tools)` each, as one
+    decode batch: when every key's last turn was in the previous `turns` call, each row reads only the
+    tokens after those its prompt shares with that turn's prompt and answer (dialogues that ended leave
+    the batch); otherwise all rows start afresh."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
@@ -48,9 +54,12 @@ def make_generate_fn(
     # the last single chat's episode: a next call whose prompt begins as it did (a dialogue's next turn:
     # τ²'s agent asks once a turn with the whole conversation) reads only the tokens after the shared part
     last: dict[str, Any] = {"episode": None, "round": 0}
+    # the dialogues of the last `turns` call: key -> its episode (prompt and answer)
+    dialogues: dict[Hashable, Episode] = {}
 
     def many(chats: Sequence[Chat]) -> list[str]:
         last["episode"] = None  # the generator's cache is about to hold this batch
+        dialogues.clear()
         prompts = [prompt_ids(messages, tools) for messages, tools in chats]
         texts = [""] * len(prompts)  # a prompt that fills the context gets no answer
         # like-sized prompts batched together: a batch is prefilled to its longest prompt (32 rows of 262
@@ -65,6 +74,7 @@ def make_generate_fn(
         return texts
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
+        dialogues.clear()  # the generator's cache is about to hold this chat
         ids = prompt_ids(messages, tools)
         if limit - len(ids) <= 0:
             return ""
@@ -77,6 +87,37 @@ def make_generate_fn(
         last["episode"] = episode
         return turn_text(tokenizer, turn.ids)
 
+    def turns(
+        requests: Sequence[tuple[Hashable, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]],
+    ) -> list[str]:
+        last["episode"] = None  # the generator's cache is about to hold these dialogues
+        keys = [key for key, _, _ in requests]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"turns: each dialogue may ask once a call, got keys {keys}")
+        prompts = [prompt_ids(messages, tools) for _, messages, tools in requests]
+        texts = [""] * len(requests)  # a prompt that fills the context gets no answer
+        rows = [i for i, ids in enumerate(prompts) if limit - len(ids) > 0]
+        episodes = [Episode(task={}, sample_idx=0, prompt_ids=prompts[i]) for i in rows]
+        held = [dialogues.get(keys[i]) for i in rows]
+        adopt_rows = getattr(generator, "adopt_rows", None)
+        resumed = (
+            bool(rows)
+            and callable(adopt_rows)
+            and all(h is not None for h in held)
+            and adopt_rows([(h, e) for h, e in zip(held, episodes, strict=True)]) > 0
+        )
+        last["round"] = last["round"] + 1 if resumed else 0
+        dialogues.clear()
+        if not rows:
+            return texts
+        budgets = [min(max_new_tokens, limit - len(prompts[i])) for i in rows]
+        for i, episode, turn in zip(rows, episodes, generator.generate(episodes, budgets, last["round"]), strict=True):
+            episode.append(turn.ids, True)
+            dialogues[keys[i]] = episode
+            texts[i] = turn_text(tokenizer, turn.ids)
+        return texts
+
     generate.many = many  # type: ignore[attr-defined]
+    generate.turns = turns  # type: ignore[attr-defined]
     generate.generator = generator  # type: ignore[attr-defined]  # its counters, for tests and benchmarks
     return generate

@@ -167,24 +167,27 @@ def run_generation(
     generate_fn: GenerateFn, categories: Iterable[str] = CATEGORIES, limit: int | None = None, mode: str = "fc"
 ) -> dict[str, Any]:
     """Generate with `generate_fn(messages, tools) -> raw text` on each category, score, aggregate.
-    A `generate_fn` with a `many(chats)` method (`slca.rollout.hf.make_generate_fn`) gets each category's
+    A `generate_fn` with a `many(chats)` method (`slca.rollout.hf.make_generate_fn`) gets every category's
     entries in one call, to batch them; entries are independent single-turn chats.
 
     Returns {"results": {cat: [{id, result}]}, "verdicts": {cat: [line]}, "accuracy": {cat: float},
     "aggregate": leaderboard summary}. `limit` keeps the first N entries of each category.
     """
+    entries: dict[str, list[dict[str, Any]]] = {}
+    chats: list[tuple[list[dict[str, str]], list[dict[str, Any]]]] = []
+    for category in categories:
+        entries[category] = load_category(check_category(category))[: limit if limit is not None else None]
+        chats += [
+            (bfcl_questions_to_messages(entry, mode), entry_tools(entry, category) if mode == "fc" else [])
+            for entry in entries[category]
+        ]
+    many = getattr(generate_fn, "many", None)
+    texts = iter(many(chats) if callable(many) else [generate_fn(messages, tools) for messages, tools in chats])
     results: dict[str, list[dict[str, Any]]] = {}
     verdicts: dict[str, list[dict[str, Any]]] = {}
     accuracies: dict[str, float] = {}
-    for category in categories:
-        entries = load_category(check_category(category))[: limit if limit is not None else None]
-        chats = [
-            (bfcl_questions_to_messages(entry, mode), entry_tools(entry, category) if mode == "fc" else [])
-            for entry in entries
-        ]
-        many = getattr(generate_fn, "many", None)
-        texts = many(chats) if callable(many) else [generate_fn(messages, tools) for messages, tools in chats]
-        outputs = [{"id": entry["id"], "result": text} for entry, text in zip(entries, texts, strict=True)]
+    for category, listed in entries.items():
+        outputs = [{"id": entry["id"], "result": next(texts)} for entry in listed]
         scored = score_results(category, outputs, output_format="json" if mode == "fc" else "prompt")
         results[category] = outputs
         verdicts[category] = [v.to_line() for v in scored]
