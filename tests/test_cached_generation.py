@@ -448,35 +448,3 @@ def test_tau2_simulations_side_by_side_score_what_they_score_one_at_a_time():
 
     with pytest.raises(RuntimeError, match="out of memory"):
         evaluate_tau2(Broken(), domain="mock")
-
-
-def test_later_rounds_close_the_cache_s_masked_slots_and_write_the_same_turns(policy):
-    """Rows whose turns and tool results differ in length leave masked slots that grow round by round; a later
-    round first moves each row's keys and values together (left-padded to the longest row): the turns are
-    still what `generate` over whole sequences writes, from a narrower cache holding the same real slots."""
-    model, tokenizer = policy
-    tasks = [single_task(0, "test"), parallel_task(1, "test"), no_call_task(2, "test")]
-    result = '\n<tool_response>\n{"city": "Lima", "forecast": [' + ", ".join(str(t) for t in range(40)) + "]}"
-    suffix = tokenizer(result + "\n</tool_response>", add_special_tokens=False)["input_ids"]
-
-    def three_rounds(generator, limit=None):
-        if limit is not None:
-            generator.compact_limit = limit
-        episodes, out = new_episodes(tasks, tokenizer, 2), []
-        for round_index, budgets in enumerate(([3, 12, 5, 2, 9, 4], [8, 2, 6, 6, 1, 5], [4] * 6)):
-            turns = generator.generate(episodes, budgets, round_index)
-            out.append([t.ids for t in turns])
-            for episode, turn in zip(episodes, turns, strict=True):
-                episode.append(turn.ids, True)
-                episode.append(
-                    suffix[: 5 + 37 * ((episode.sample_idx + round_index + len(episode.prompt_ids)) % 3)], False
-                )
-        return out, generator
-
-    compacted, generator = three_rounds(CachedTurnGenerator(model, tokenizer), limit=1.0)
-    padded, kept = three_rounds(CachedTurnGenerator(model, tokenizer), limit=float("inf"))
-    assert generator.compactions == 2 and kept.compactions == 0
-    assert compacted == padded == three_rounds(HFTurnGenerator(model, tokenizer))[0]
-    mask, wide = generator._batch.mask, kept._batch.mask
-    assert mask.shape[1] < wide.shape[1]  # narrower, the same real slots per row
-    assert mask.sum(dim=1).tolist() == wide.sum(dim=1).tolist()

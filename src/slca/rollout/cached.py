@@ -303,10 +303,6 @@ class CachedTurnGenerator:
         self.padding_limit = 1.5
         # distinct prompts that begin with at least this many equal tokens have them read once
         self.min_shared_prefix = 16
-        # a later round first closes the cache's masked slots when it is more than this many times as wide as
-        # its longest row
-        self.compact_limit = 1.1
-        self.compactions = 0  # times it did (for tests and benchmarks)
 
     # -- the TurnGenerator protocol -------------------------------------------------------------
     def tool_suffix(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -517,8 +513,6 @@ class CachedTurnGenerator:
         pending = [e.sequence[batch.cached[i] :] for i, e in enumerate(episodes)]
         if any(not p for p in pending):
             raise RuntimeError("an episode has no new token since its last turn: the cache is out of step")
-        if round_index > 0:
-            self._compact(batch)
         logits = self._feed(batch, pending, batch.cached)
         batch.cached = [c + len(p) for c, p in zip(batch.cached, pending, strict=True)]
         stream = (self.seed * 1_000_003 + (self.calls - 1) * 7919 + round_index * 1009) % (1 << 63)
@@ -559,31 +553,6 @@ class CachedTurnGenerator:
         if parked:
             self._unpark(batch, active, parked, len(episodes))
         return [Turn(turn) for turn in turns]
-
-    def _compact(self, batch: _Batch) -> None:
-        """Close the masked slots of the cache: each row's keys and values moved, in order, to the right end of
-        a cache as wide as the longest row's real tokens. Every round appends as many slots as its longest
-        turn and tool result, so without this the rows' padding grows round by round and every decode step
-        reads it. Positions are each row's own, so nothing read changes. (On the 60-task SmolLM2 evaluation it
-        moved the time within noise, 157.6 against 153.4 s: there the rows' real tokens, not their padding,
-        are most of what a late step reads; it bounds the cache of long multi-round batches.)"""
-        mask = batch.mask.bool()
-        real = mask.sum(dim=1)
-        width = int(real.max()) if len(real) else 0
-        if width * self.compact_limit >= mask.shape[1] or not self._regatherable(batch):
-            return
-        rows, slots = mask.nonzero(as_tuple=True)
-        target = (width - real)[rows] + (mask.cumsum(dim=1) - 1)[rows, slots]
-        for layer in batch.cache.layers:
-            keys = layer.keys.new_zeros((*layer.keys.shape[:2], width, layer.keys.shape[-1]))
-            values = layer.values.new_zeros(keys.shape)
-            keys[rows, :, target] = layer.keys[rows, :, slots]
-            values[rows, :, target] = layer.values[rows, :, slots]
-            layer.replace(keys, values)
-        compact = batch.mask.new_zeros((mask.shape[0], width))
-        compact[rows, target] = 1
-        batch.mask = compact
-        self.compactions += 1
 
     @staticmethod
     def _regatherable(batch: _Batch) -> bool:
