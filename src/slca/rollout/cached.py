@@ -325,10 +325,6 @@ class CachedTurnGenerator:
             if was_training:
                 self.model.train()
 
-    def adopt(self, held: Episode, episode: Episode) -> int:
-        """Let `episode` start from the cache row of `held` (see `adopt_rows`)."""
-        return self.adopt_rows([(held, episode)])
-
     def adopt_rows(self, pairs: Sequence[tuple[Episode, Episode]]) -> int:
         """Let each new episode of `pairs` start from the cache row of its held one, as far as their token
         sequences agree (a dialogue's next turn re-rendered whole); the rows of held episodes not named

@@ -18,6 +18,7 @@ from slca.rollout.cached import turn_generator
 from slca.rollout.chat_format import chat_format, render
 from slca.rollout.loop import Episode, turn_text
 
+_SINGLE = object()  # the dialogue key of single chats
 Chat = tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]
 
 
@@ -51,15 +52,14 @@ def make_generate_fn(
         ]
         return list(render(tokenizer, own, tools, tokenize=True, return_dict=False, add_generation_prompt=True))
 
-    # the last single chat's episode: a next call whose prompt begins as it did (a dialogue's next turn:
-    # τ²'s agent asks once a turn with the whole conversation) reads only the tokens after the shared part
-    last: dict[str, Any] = {"episode": None, "round": 0}
-    # the dialogues of the last `turns` call: key -> its episode (prompt and answer)
+    # the dialogues of the last `turns` call: key -> its episode (prompt and answer); a single chat is the
+    # dialogue `_SINGLE`, so its next turn (τ²'s agent asks once a turn with the whole conversation) reads
+    # only the tokens after the part it shares with the last prompt and answer
     dialogues: dict[Hashable, Episode] = {}
+    state = {"round": 0}
 
     def many(chats: Sequence[Chat]) -> list[str]:
-        last["episode"] = None  # the generator's cache is about to hold this batch
-        dialogues.clear()
+        dialogues.clear()  # the generator's cache is about to hold this batch
         prompts = [prompt_ids(messages, tools) for messages, tools in chats]
         texts = [""] * len(prompts)  # a prompt that fills the context gets no answer
         # like-sized prompts batched together: a batch is prefilled to its longest prompt (32 rows of 262
@@ -74,23 +74,11 @@ def make_generate_fn(
         return texts
 
     def generate(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> str:
-        dialogues.clear()  # the generator's cache is about to hold this chat
-        ids = prompt_ids(messages, tools)
-        if limit - len(ids) <= 0:
-            return ""
-        episode = Episode(task={}, sample_idx=0, prompt_ids=ids)
-        held = last["episode"]
-        adopt = getattr(generator, "adopt", None)
-        last["round"] = last["round"] + 1 if held is not None and callable(adopt) and adopt(held, episode) else 0
-        turn = generator.generate([episode], [min(max_new_tokens, limit - len(ids))], last["round"])[0]
-        episode.append(turn.ids, True)
-        last["episode"] = episode
-        return turn_text(tokenizer, turn.ids)
+        return turns([(_SINGLE, messages, tools)])[0]
 
     def turns(
         requests: Sequence[tuple[Hashable, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]],
     ) -> list[str]:
-        last["episode"] = None  # the generator's cache is about to hold these dialogues
         keys = [key for key, _, _ in requests]
         if len(set(keys)) != len(keys):
             raise ValueError(f"turns: each dialogue may ask once a call, got keys {keys}")
@@ -106,12 +94,12 @@ def make_generate_fn(
             and all(h is not None for h in held)
             and adopt_rows([(h, e) for h, e in zip(held, episodes, strict=True)]) > 0
         )
-        last["round"] = last["round"] + 1 if resumed else 0
+        state["round"] = state["round"] + 1 if resumed else 0
         dialogues.clear()
         if not rows:
             return texts
         budgets = [min(max_new_tokens, limit - len(prompts[i])) for i in rows]
-        for i, episode, turn in zip(rows, episodes, generator.generate(episodes, budgets, last["round"]), strict=True):
+        for i, episode, turn in zip(rows, episodes, generator.generate(episodes, budgets, state["round"]), strict=True):
             episode.append(turn.ids, True)
             dialogues[keys[i]] = episode
             texts[i] = turn_text(tokenizer, turn.ids)
